@@ -1,0 +1,55 @@
+# gpufleet: `make demo` (2-node training on the local sandbox) and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh
+
+.PHONY: demo test lint fmt venv debs deps-test deps-demo golden bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+
+# Debian packages the sandbox and the checks use; installed only when missing and root.
+debs:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; fi; \
+	fi
+
+deps-demo: venv debs
+	$(BIN)/pip install -q -e '.[examples]'
+
+deps-test: venv debs
+	$(BIN)/pip install -q -e '.[dev,examples]'
+
+demo: deps-demo
+	$(BIN)/python examples/demo.py
+
+lint: deps-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: deps-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+fmt: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# Regenerate golden files after an intended change to rendered text; review the diff.
+golden: deps-test
+	GPUFLEET_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests -k golden
+
+bench: deps-test
+	$(BIN)/python benchmarks/fanout.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

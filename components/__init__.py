@@ -1,0 +1,1 @@
+"""Cluster description, catalog and the Pulumi GPU fleet components (cloud SDKs imported lazily)."""

@@ -1,0 +1,80 @@
+"""NCCL/libfabric environment per cluster fabric: one table, used by launch and the node image."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Fabric = Literal["efa", "infiniband", "tcpx", "tcpxo", "none"]
+FABRICS: tuple[str, ...] = ("efa", "infiniband", "tcpx", "tcpxo", "none")
+
+# Sources: reference/cloud-gpu-facts.md §1.5 (EFA), §3.5 (Azure IB), §2.5 (GCP TCPX/TCPXO).
+_NCCL_ENV: dict[str, dict[str, str]] = {
+    "efa": {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+        "FI_EFA_FORK_SAFE": "1",
+        "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
+        "NCCL_DEBUG": "WARN",
+    },
+    "infiniband": {
+        "NCCL_IB_PCI_RELAXED_ORDERING": "1",
+        "NCCL_IGNORE_CPU_AFFINITY": "1",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "UCX_TLS": "tcp",
+        "UCX_NET_DEVICES": "eth0",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "OMPI_MCA_coll_hcoll_enable": "0",
+        "NCCL_DEBUG": "WARN",
+    },
+    "tcpx": {
+        "NCCL_NET": "GPUDirectTCPX_v7",
+        "NCCL_GPUDIRECTTCPX_CTRL_DEV": "enp0s12",
+        "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": "enp6s0,enp12s0,enp134s0,enp140s0",
+        "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
+        "NCCL_SOCKET_IFNAME": "enp0s12",
+        "NCCL_CROSS_NIC": "0",
+        "NCCL_ALGO": "Ring",
+        "NCCL_PROTO": "Simple",
+        "NCCL_NSOCKS_PERTHREAD": "4",
+        "NCCL_SOCKET_NTHREADS": "1",
+        "NCCL_P2P_PXN_LEVEL": "0",
+        "NCCL_DEBUG": "WARN",
+    },
+    "tcpxo": {
+        "NCCL_FASTRAK_CTRL_DEV": "enp0s12",
+        "NCCL_FASTRAK_IFNAME": (
+            "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"
+        ),
+        "NCCL_SOCKET_IFNAME": "enp0s12",
+        "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
+        "NCCL_DEBUG": "WARN",
+    },
+    "none": {},
+}
+
+
+# Directories to put in front of LD_LIBRARY_PATH (the NCCL net plugins live there).
+_LIBRARY_PATHS: dict[str, tuple[str, ...]] = {
+    "efa": (
+        "/opt/amazon/efa/lib",
+        "/opt/amazon/openmpi/lib",
+        "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
+    ),
+    "infiniband": ("/usr/local/nccl-rdma-sharp-plugins/lib",),
+    "tcpx": ("/var/lib/tcpx/lib64",),
+    "tcpxo": ("/var/lib/tcpxo/lib64",),
+    "none": (),
+}
+
+
+def library_paths(fabric: str) -> list[str]:
+    """Directories with the fabric's NCCL plugin, to prepend to LD_LIBRARY_PATH."""
+    nccl_env(fabric)  # validates the name
+    return list(_LIBRARY_PATHS[fabric])
+
+
+def nccl_env(fabric: str) -> dict[str, str]:
+    """The NCCL/libfabric variables a rank needs on this fabric (a fresh copy; none for `none`)."""
+    if fabric not in _NCCL_ENV:
+        raise ValueError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
+    return dict(_NCCL_ENV[fabric])

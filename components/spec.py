@@ -1,0 +1,260 @@
+"""ClusterSpec (the one validated input) and ClusterInfo (what every provisioner returns)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from components.errors import GpufleetError, SpecError
+from components.fabric import FABRICS
+
+Cloud = Literal["local", "ssh", "aws", "gcp", "azure"]
+CLOUDS: tuple[str, ...] = ("local", "ssh", "aws", "gcp", "azure")
+PULUMI_CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
+DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
+DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser"}
+MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 300}
+
+
+class ClusterSpec(BaseModel):
+    """What the user asks for. Invalid combinations fail here, before anything is created."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    cloud: Cloud = "local"
+    nodes: int = Field(2, description="number of nodes, head included")
+    instance_type: str | None = None
+    gpus_per_node: int | None = Field(None, description="derived from the catalog when omitted")
+    region: str | None = None
+    zone: str | None = None
+    image: str | None = Field(None, description="image id/name; default: the cloud's GPU image")
+    spot: bool = False
+    ttl_minutes: int = Field(240, description="node-side expiry; 0 disables it (local/ssh only)")
+    ssh_cidrs: list[str] = Field(default_factory=list)
+    ssh_user: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    container_image: str | None = None
+    disk_gb: int = 200
+    hosts: list[str] = Field(default_factory=list, description="cloud=ssh: the hosts you own")
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise SpecError(
+                "name",
+                f"{v!r} is not a valid cluster name",
+                "use 1-32 lowercase letters, digits and '-', starting with a letter "
+                "(it becomes part of cloud resource names)",
+            )
+        return v
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, v: int) -> int:
+        if v < 1:
+            raise SpecError("nodes", f"must be at least 1, got {v}", "pass --nodes 1 or more")
+        return v
+
+    @field_validator("ttl_minutes")
+    @classmethod
+    def _ttl(cls, v: int) -> int:
+        if v < 0:
+            raise SpecError("ttl_minutes", f"must not be negative, got {v}", "pass --ttl 4h, say")
+        return v
+
+    @field_validator("disk_gb")
+    @classmethod
+    def _disk(cls, v: int) -> int:
+        if v < 30:
+            raise SpecError("disk_gb", f"{v} GB is too small for a GPU image", "use 100 or more")
+        return v
+
+    @field_validator("ssh_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        out = []
+        for c in v:
+            try:
+                out.append(str(ipaddress.ip_network(c, strict=False)))
+            except ValueError:
+                raise SpecError(
+                    "ssh_cidrs", f"{c!r} is not a CIDR", "write it like 203.0.113.7/32"
+                ) from None
+        return out
+
+    @model_validator(mode="after")
+    def _by_cloud(self) -> ClusterSpec:
+        limit = MAX_NODES[self.cloud]
+        if self.nodes > limit:
+            raise SpecError(
+                "nodes", f"{self.nodes} nodes is over the {self.cloud} limit of {limit}",
+                f"use at most {limit} nodes per cluster",
+            )
+        if self.cloud in ("local", "ssh"):
+            if self.instance_type not in (None, "local", "ssh"):
+                raise SpecError(
+                    "instance_type",
+                    f"{self.instance_type!r} means nothing on cloud={self.cloud}",
+                    "drop --instance-type, or pick --cloud aws|gcp|azure",
+                )
+            if self.cloud == "local" and (self.gpus_per_node or 0) > 0:
+                raise SpecError(
+                    "gpus_per_node", "the local sandbox has no GPUs", "drop --gpus on --cloud local"
+                )
+            if self.cloud == "ssh" and len(self.hosts) != self.nodes:
+                raise SpecError(
+                    "hosts",
+                    f"cloud=ssh needs one host per node ({self.nodes}), got {len(self.hosts)}",
+                    "pass --hosts h1,h2,... with --nodes equal to their number",
+                )
+            return self
+        if not self.instance_type:
+            raise SpecError(
+                "instance_type",
+                f"cloud={self.cloud} needs an instance type",
+                f"pass --instance-type (see `gpufleet catalog --cloud {self.cloud}`)",
+            )
+        from components.catalog import lookup  # catalog data is only read for real clouds
+
+        itype = lookup(self.cloud, self.instance_type)
+        if self.gpus_per_node not in (None, itype.gpus):
+            raise SpecError(
+                "gpus_per_node",
+                f"{self.instance_type} has {itype.gpus} GPUs, not {self.gpus_per_node}",
+                "drop --gpus: it is derived from the instance type",
+            )
+        if self.ttl_minutes == 0:
+            raise SpecError(
+                "ttl_minutes", f"cloud={self.cloud} clusters must expire",
+                "pass a TTL such as --ttl 4h; a leaked GPU fleet costs money every hour",
+            )
+        if self.cloud == "aws" and self.subnet_id and not self.vpc_id:
+            raise SpecError("vpc_id", "subnet_id given without vpc_id", "pass both, or neither")
+        return self
+
+    @classmethod
+    def from_input(cls, data: dict[str, Any]) -> ClusterSpec:
+        """Validate raw input (flags, stack config); any problem becomes a SpecError."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "spec"
+            if err["type"] == "extra_forbidden":
+                raise SpecError(
+                    field, "is not a ClusterSpec field",
+                    "remove it; known fields: " + ", ".join(cls.model_fields),
+                ) from None
+            raise SpecError(field, err["msg"], f"give {field} a valid value") from None
+
+    @property
+    def fabric(self) -> str:
+        if self.cloud in PULUMI_CLOUDS and self.instance_type:
+            from components.catalog import lookup
+
+            return lookup(self.cloud, self.instance_type).fabric
+        return "none"
+
+    @property
+    def gpus(self) -> int:
+        if self.gpus_per_node is not None:
+            return self.gpus_per_node
+        if self.cloud in PULUMI_CLOUDS and self.instance_type:
+            from components.catalog import lookup
+
+            return lookup(self.cloud, self.instance_type).gpus
+        return 0
+
+    @property
+    def effective_region(self) -> str | None:
+        return self.region or DEFAULT_REGION.get(self.cloud)
+
+    @property
+    def effective_ssh_user(self) -> str | None:
+        return self.ssh_user or DEFAULT_SSH_USER.get(self.cloud)
+
+    def expiry(self, now: float | None = None) -> float | None:
+        """Epoch seconds at which the nodes remove themselves, or None without a TTL."""
+        if self.ttl_minutes == 0:
+            return None
+        return (now if now is not None else time.time()) + self.ttl_minutes * 60
+
+
+class NodeInfo(BaseModel):
+    """One reachable node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    private_ip: str
+    public_ip: str
+    ssh_port: int = 22
+    gpus: int = 0
+    workdir: str = Field("gpufleet", description="job directory; relative paths are from $HOME")
+    host_key: str = Field("", description="the node's pinned public host key, 'type base64'")
+    instance_id: str | None = None
+
+
+class ClusterInfo(BaseModel):
+    """Everything after provisioning reads only this; every provisioner returns the same shape."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    cloud: Cloud
+    instance_type: str | None = None
+    nodes: list[NodeInfo]
+    ssh_user: str
+    ssh_key_path: str
+    known_hosts_path: str
+    fabric: str = "none"
+    python: str = Field("python3", description="python executable on the nodes")
+    created_at: float = Field(default_factory=time.time)
+    expires_at: float | None = None
+    provider: dict[str, Any] = Field(default_factory=dict, description="provisioner's own data")
+
+    @field_validator("fabric")
+    @classmethod
+    def _fabric(cls, v: str) -> str:
+        if v not in FABRICS:
+            raise GpufleetError(f"fabric {v!r} unknown; expected one of {', '.join(FABRICS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _names(self) -> ClusterInfo:
+        if not self.nodes:
+            raise GpufleetError(f"cluster {self.name!r} has no nodes")
+        want = [f"node-{i}" for i in range(len(self.nodes))]
+        got = [n.name for n in self.nodes]
+        if got != want:
+            raise GpufleetError(f"nodes must be named {want} head first, got {got}")
+        return self
+
+    @property
+    def head(self) -> NodeInfo:
+        return self.nodes[0]
+
+    def node(self, name_or_index: str | int) -> NodeInfo:
+        key = str(name_or_index)
+        for i, n in enumerate(self.nodes):
+            if key in (n.name, str(i)):
+                return n
+        raise GpufleetError(
+            f"cluster {self.name!r} has no node {key!r}",
+            hint="nodes are " + ", ".join(n.name for n in self.nodes),
+        )
+
+
+def node_names(count: int) -> list[str]:
+    """The stable node names, head first."""
+    return [f"node-{i}" for i in range(count)]

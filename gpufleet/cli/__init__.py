@@ -1,0 +1,51 @@
+"""The `gpufleet` command: assembles the command groups and is the one error boundary."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from gpufleet.cli import catalog, cluster, health, image, plan, remote, run
+
+app = typer.Typer(
+    name="gpufleet",
+    help="Multi-node GPU clusters as code: create, run distributed jobs, tear down.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+for module in (cluster, remote, run, catalog, plan, image, health):
+    module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; GpufleetError becomes 'error: ...' and its exit code (--debug: traceback)."""
+    from gpufleet.errors import GpufleetError
+    from gpufleet.signals import install_handlers
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("GPUFLEET_DEBUG") == "1"
+    args = [a for a in args if a != "--debug"]
+    install_handlers()
+    try:
+        app(args=args, prog_name="gpufleet")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except GpufleetError as e:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        if e.hint:
+            print(f"  fix: {e.hint}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())

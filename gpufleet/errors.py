@@ -1,0 +1,128 @@
+"""gpufleet's errors: the root lives in components (shared), the runtime ones here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.errors import CatalogError, GpufleetError, SpecError
+
+__all__ = [
+    "CatalogError",
+    "ClusterExists",
+    "ClusterNotFound",
+    "GpufleetError",
+    "GroupError",
+    "HostKeyMismatch",
+    "JobFailed",
+    "MissingTool",
+    "SpecError",
+    "SSHUnreachable",
+]
+
+
+class ClusterNotFound(GpufleetError):
+    exit_code = 2
+
+    def __init__(self, name: str):
+        super().__init__(f"no cluster named {name!r}", hint="`gpufleet list` shows the clusters")
+        self.name = name
+
+
+class ClusterExists(GpufleetError):
+    exit_code = 2
+
+    def __init__(self, name: str):
+        super().__init__(
+            f"a cluster named {name!r} already exists",
+            hint=f"reuse it with --cluster {name}, or remove it with `gpufleet down {name}`",
+        )
+        self.name = name
+
+
+class MissingTool(GpufleetError):
+    """A program gpufleet drives (sshd, pulumi, ...) is not installed."""
+
+    exit_code = 2
+
+    def __init__(self, tool: str, install: str):
+        super().__init__(f"{tool} is not installed or not on PATH", hint=install)
+        self.tool = tool
+        self.install = install
+
+
+class HostKeyMismatch(GpufleetError):
+    """A node presented a host key other than the pinned one: refused, never trusted."""
+
+    exit_code = 3
+
+    def __init__(self, node: str, address: str, expected: str | None, got: str):
+        what = (
+            f"presented host key {got}, but known_hosts pins {expected}"
+            if expected
+            else f"presented host key {got}, and known_hosts has no key for it"
+        )
+        super().__init__(
+            f"{node} ({address}) {what}: connection refused",
+            hint="the node may have been replaced or the address taken over; "
+            "re-create the cluster rather than trusting a new key",
+        )
+        self.node = node
+        self.address = address
+        self.expected = expected
+        self.got = got
+
+
+class SSHUnreachable(GpufleetError):
+    exit_code = 4
+
+    def __init__(self, failures: dict[str, str], waited: float):
+        listed = "; ".join(f"{n}: {why}" for n, why in failures.items())
+        super().__init__(f"SSH not reachable after {waited:.0f}s on {listed}")
+        self.failures = failures
+        self.waited = waited
+
+
+@dataclass
+class HostResult:
+    """What one node returned for one group command."""
+
+    node: str
+    exit_code: int | None  # None: no exit status (connection lost, cancelled)
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # client-side failure (SSH, timeout)
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+
+class GroupError(GpufleetError):
+    """At least one node failed a group command; carries every node's result."""
+
+    exit_code = 1
+
+    def __init__(self, what: str, results: dict[str, HostResult]):
+        failed = [r for r in results.values() if not r.ok]
+        first = min(failed, key=lambda r: r.finished) if failed else None
+        parts = []
+        for r in failed:
+            why = r.error or f"exit {r.exit_code}"
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] if not r.error else []
+            parts.append(f"{r.node}: {why}" + (f" ({tail[0][:200]})" if tail else ""))
+        super().__init__(f"{what} failed on {len(failed)}/{len(results)} nodes: " + "; ".join(parts))
+        self.results = results
+        self.first_failed = first.node if first else None
+        if first and first.exit_code:
+            self.exit_code = first.exit_code
+
+
+class JobFailed(GpufleetError):
+    """The distributed job ended with a non-zero code; names the node that failed first."""
+
+    def __init__(self, node: str, code: int, detail: str = ""):
+        super().__init__(f"job failed: {node} exited {code} first" + (f" ({detail})" if detail else ""))
+        self.node = node
+        self.exit_code = code
