@@ -1,0 +1,111 @@
+"""What every cloud's GpuFleet shares: type token, tags, keys, per-node cloud-init, outputs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pulumi
+
+from components.bootstrap import BootstrapContext, render_cloud_init
+from components.contract import OUTPUT_NAMES, known_hosts_lines
+from components.keys import cluster_keys
+from components.spec import ClusterSpec
+
+
+def fleet_tags(spec: ClusterSpec, expires_at: int) -> dict[str, str]:
+    """Tags/labels for every taggable resource: valid as AWS tags, GCP labels and Azure tags."""
+    tags = {k: v for k, v in spec.tags.items()}
+    tags.update(
+        {
+            "gpufleet-cluster": spec.name,
+            "gpufleet-expires": str(int(expires_at)),  # epoch seconds: a sweeper compares numbers
+            "managed-by": "gpufleet",
+        }
+    )
+    return tags
+
+
+class GpufleetComponent(pulumi.ComponentResource):
+    """Base of `gpufleet:<cloud>:GpuFleet`. Subclasses create the network and nodes, then finish()."""
+
+    cloud: str = ""
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        expires_at: int | None = None,
+    ):
+        super().__init__(f"gpufleet:{self.cloud}:GpuFleet", name, None, opts)
+        self.spec = spec
+        self.expires_at = int(expires_at if expires_at is not None else spec.expiry() or time.time())
+        self.tags = fleet_tags(spec, self.expires_at)
+        self.ssh_user = spec.effective_ssh_user or "gpufleet"
+        self.keys = cluster_keys(name, spec.nodes, self)
+
+    def child(self, **kw: Any) -> pulumi.ResourceOptions:
+        """Options for a child resource: parented to this component."""
+        return pulumi.ResourceOptions(parent=self, **kw)
+
+    def user_data(self, index: int) -> pulumi.Output[str]:
+        """Node `index`'s cloud-init text (plain; encode per cloud)."""
+        host = self.keys.hosts[index]
+        spec = self.spec
+        return pulumi.Output.all(
+            self.keys.user.public_key_openssh, host.private_key_openssh, host.public_key_openssh
+        ).apply(
+            lambda v: render_cloud_init(
+                BootstrapContext(
+                    cluster=spec.name,
+                    cloud=spec.cloud,
+                    instance_type=spec.instance_type or "",
+                    node_index=index,
+                    node_count=spec.nodes,
+                    ssh_user=self.ssh_user,
+                    user_public_key=v[0],
+                    host_private_key=v[1],
+                    host_public_key=v[2],
+                    fabric=spec.fabric,
+                    expires_at=self.expires_at,
+                )
+            )
+        )
+
+    def finish(self, nodes: list[dict[str, Any]]) -> None:
+        """Register the contract outputs. `nodes`: head first, values may be Outputs."""
+        spec = self.spec
+        gpus = spec.gpus
+        node_outputs = [
+            pulumi.Output.all(
+                n["private_ip"], n["public_ip"], self.keys.hosts[i].public_key_openssh, n["id"]
+            ).apply(
+                lambda v, i=i: {
+                    "name": f"node-{i}",
+                    "private_ip": v[0],
+                    "public_ip": v[1] or v[0],
+                    "gpus": gpus,
+                    "host_key": " ".join(v[2].split()[:2]),
+                    "instance_id": v[3],
+                }
+            )
+            for i, n in enumerate(nodes)
+        ]
+        all_nodes = pulumi.Output.all(*node_outputs)
+        outputs: dict[str, Any] = {
+            "cluster_name": spec.name,
+            "cloud": spec.cloud,
+            "instance_type": spec.instance_type,
+            "fabric": spec.fabric,
+            "ssh_user": self.ssh_user,
+            "ssh_private_key": pulumi.Output.secret(self.keys.user.private_key_openssh),
+            "nodes": all_nodes,
+            "known_hosts": all_nodes.apply(lambda ns: known_hosts_lines(list(ns))),
+            "expires_at": self.expires_at,
+        }
+        assert tuple(outputs) == OUTPUT_NAMES
+        for k, v in outputs.items():
+            setattr(self, k, v)
+        self.register_outputs(outputs)

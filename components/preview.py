@@ -1,0 +1,106 @@
+"""Evaluates a Pulumi program offline under mocks and records every resource it registers."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+
+@dataclass
+class PlannedResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    parent: str | None = None
+
+
+@dataclass
+class Plan:
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, typ: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == typ]
+
+    def one(self, typ: str) -> PlannedResource:
+        found = self.of_type(typ)
+        assert len(found) == 1, f"expected one {typ}, found {len(found)}"
+        return found[0]
+
+
+def fake_public_key(seed: str) -> str:
+    return "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA" + hashlib.sha256(seed.encode()).hexdigest()[:40]
+
+
+def _cloud_mocks() -> list[Any]:
+    """Per-cloud fake outputs (components/<cloud>/mocks.py), where a cloud package has them."""
+    found = []
+    for cloud in ("aws", "gcp", "azure"):
+        try:
+            found.append(importlib.import_module(f"components.{cloud}.mocks"))
+        except ModuleNotFoundError:
+            pass
+    return found
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Echo inputs back as outputs, plus the computed fields a cloud would fill in."""
+
+    def __init__(self) -> None:
+        self.plan = Plan()
+        self.count = 0
+        self.clouds = _cloud_mocks()
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.count += 1
+        self.plan.resources.append(PlannedResource(args.typ, args.name, dict(args.inputs)))
+        outputs = dict(args.inputs)
+        if args.typ == "tls:index/privateKey:PrivateKey":
+            outputs["public_key_openssh"] = fake_public_key(args.name) + "\n"
+            outputs["private_key_openssh"] = (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nMOCK-" + args.name
+                + "\n-----END OPENSSH PRIVATE KEY-----\n"
+            )
+        for m in self.clouds:
+            extra = m.fake_outputs(args.typ, args.name, args.inputs, self.count)
+            if extra:
+                outputs.update(extra)
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        for m in self.clouds:
+            out = m.fake_call(args.token, dict(args.args))
+            if out is not None:
+                return out
+        return {}
+
+
+def evaluate(
+    program: Callable[[], dict[str, Any] | None],
+    *,
+    config: dict[str, str] | None = None,
+    project: str = "gpufleet",
+    stack: str = "plan",
+) -> Plan:
+    """Run `program` under mocks; it may return a dict of stack exports to resolve."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
+    pulumi.runtime.set_all_config(config or {})
+    resolved: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def run() -> Any:
+        exports = program() or {}
+        keys = list(exports)
+        return pulumi.Output.all(*[exports[k] for k in keys]).apply(
+            lambda vals: resolved.update(dict(zip(keys, vals, strict=True)))
+        )
+
+    run()
+    mocks.plan.outputs = resolved
+    return mocks.plan
