@@ -31,7 +31,11 @@ def known_hosts_lines(nodes: list[dict[str, Any]], port: int = 22) -> str:
 
 
 def cluster_info_from_outputs(
-    outputs: dict[str, Any], *, ssh_key_path: str, known_hosts_path: str, provider: dict | None = None
+    outputs: dict[str, Any],
+    *,
+    ssh_key_path: str,
+    known_hosts_path: str,
+    provider: dict | None = None,
 ) -> ClusterInfo:
     """Build the ClusterInfo the CLI saves, from a stack's plain output values."""
     missing = [k for k in OUTPUT_NAMES if k not in outputs]

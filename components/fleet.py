@@ -27,7 +27,7 @@ def fleet_tags(spec: ClusterSpec, expires_at: int) -> dict[str, str]:
 
 
 class GpufleetComponent(pulumi.ComponentResource):
-    """Base of `gpufleet:<cloud>:GpuFleet`. Subclasses create the network and nodes, then finish()."""
+    """Base of `gpufleet:<cloud>:GpuFleet`; subclasses build network and nodes, then finish()."""
 
     cloud: str = ""
 
@@ -41,7 +41,9 @@ class GpufleetComponent(pulumi.ComponentResource):
     ):
         super().__init__(f"gpufleet:{self.cloud}:GpuFleet", name, None, opts)
         self.spec = spec
-        self.expires_at = int(expires_at if expires_at is not None else spec.expiry() or time.time())
+        if expires_at is None:
+            expires_at = int(spec.expiry() or time.time())
+        self.expires_at = int(expires_at)
         self.tags = fleet_tags(spec, self.expires_at)
         self.ssh_user = spec.effective_ssh_user or "gpufleet"
         self.keys = cluster_keys(name, spec.nodes, self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 from collections.abc import Callable
@@ -41,10 +42,8 @@ def _cloud_mocks() -> list[Any]:
     """Per-cloud fake outputs (components/<cloud>/mocks.py), where a cloud package has them."""
     found = []
     for cloud in ("aws", "gcp", "azure"):
-        try:
+        with contextlib.suppress(ModuleNotFoundError):
             found.append(importlib.import_module(f"components.{cloud}.mocks"))
-        except ModuleNotFoundError:
-            pass
     return found
 
 
@@ -63,7 +62,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ == "tls:index/privateKey:PrivateKey":
             outputs["public_key_openssh"] = fake_public_key(args.name) + "\n"
             outputs["private_key_openssh"] = (
-                "-----BEGIN OPENSSH PRIVATE KEY-----\nMOCK-" + args.name
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nMOCK-"
+                + args.name
                 + "\n-----END OPENSSH PRIVATE KEY-----\n"
             )
         for m in self.clouds:

@@ -97,7 +97,8 @@ class ClusterSpec(BaseModel):
         limit = MAX_NODES[self.cloud]
         if self.nodes > limit:
             raise SpecError(
-                "nodes", f"{self.nodes} nodes is over the {self.cloud} limit of {limit}",
+                "nodes",
+                f"{self.nodes} nodes is over the {self.cloud} limit of {limit}",
                 f"use at most {limit} nodes per cluster",
             )
         if self.cloud in ("local", "ssh"):
@@ -135,7 +136,8 @@ class ClusterSpec(BaseModel):
             )
         if self.ttl_minutes == 0:
             raise SpecError(
-                "ttl_minutes", f"cloud={self.cloud} clusters must expire",
+                "ttl_minutes",
+                f"cloud={self.cloud} clusters must expire",
                 "pass a TTL such as --ttl 4h; a leaked GPU fleet costs money every hour",
             )
         if self.cloud == "aws" and self.subnet_id and not self.vpc_id:
@@ -152,7 +154,8 @@ class ClusterSpec(BaseModel):
             field = ".".join(str(p) for p in err["loc"]) or "spec"
             if err["type"] == "extra_forbidden":
                 raise SpecError(
-                    field, "is not a ClusterSpec field",
+                    field,
+                    "is not a ClusterSpec field",
                     "remove it; known fields: " + ", ".join(cls.model_fields),
                 ) from None
             raise SpecError(field, err["msg"], f"give {field} a valid value") from None

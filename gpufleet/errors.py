@@ -112,7 +112,8 @@ class GroupError(GpufleetError):
             why = r.error or f"exit {r.exit_code}"
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] if not r.error else []
             parts.append(f"{r.node}: {why}" + (f" ({tail[0][:200]})" if tail else ""))
-        super().__init__(f"{what} failed on {len(failed)}/{len(results)} nodes: " + "; ".join(parts))
+        summary = f"{what} failed on {len(failed)}/{len(results)} nodes: "
+        super().__init__(summary + "; ".join(parts))
         self.results = results
         self.first_failed = first.node if first else None
         if first and first.exit_code:
@@ -123,6 +124,7 @@ class JobFailed(GpufleetError):
     """The distributed job ended with a non-zero code; names the node that failed first."""
 
     def __init__(self, node: str, code: int, detail: str = ""):
-        super().__init__(f"job failed: {node} exited {code} first" + (f" ({detail})" if detail else ""))
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"job failed: {node} exited {code} first{extra}")
         self.node = node
         self.exit_code = code

@@ -1,0 +1,19 @@
+"""The one place that maps a cloud name to its GpuFleet component (imported lazily)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_FLEETS = {"aws": "components.aws", "gcp": "components.gcp", "azure": "components.azure"}
+
+
+def fleet_class(cloud: str) -> Any:
+    """The GpuFleet ComponentResource class for a cloud; imports that cloud's SDK only."""
+    if cloud not in _FLEETS:
+        from components.errors import GpufleetError
+
+        raise GpufleetError(
+            f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure"
+        )
+    return importlib.import_module(_FLEETS[cloud]).GpuFleet
