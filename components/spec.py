@@ -222,6 +222,9 @@ class ClusterInfo(BaseModel):
     known_hosts_path: str
     fabric: str = "none"
     python: str = Field("python3", description="python executable on the nodes")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="variables every job on this cluster gets"
+    )
     created_at: float = Field(default_factory=time.time)
     expires_at: float | None = None
     provider: dict[str, Any] = Field(default_factory=dict, description="provisioner's own data")
