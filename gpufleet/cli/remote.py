@@ -1,9 +1,117 @@
-"""CLI: remote commands."""
+"""CLI: exec, hostfile, ssh, ssh-config."""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
+
+from gpufleet.cli.common import node_printer, print_json
+
+
+def exec_(
+    name: Annotated[str, typer.Argument(help="cluster name")],
+    command: Annotated[list[str], typer.Argument(help="command, after --")],
+    node: Annotated[list[str], typer.Option("--node", help="only these nodes (repeat)")] = [],  # noqa: B006
+    timeout: Annotated[
+        float | None, typer.Option(help="seconds before the command is killed")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="node -> result map, no streaming")
+    ] = False,
+) -> None:
+    """Run a command on every node at once; output lines are prefixed with [node-K]."""
+    import shlex
+
+    from gpufleet import state
+    from gpufleet.remote import Group
+
+    info = state.load(name)
+    cmd = command[0] if len(command) == 1 else shlex.join(command)
+    with Group(info, node or None) as g:
+        results = g.run(
+            cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout
+        )
+    failed = [r for r in results.values() if not r.ok]
+    if as_json:
+        print_json({n: r.__dict__ for n, r in results.items()})
+    elif failed:
+        first = min(failed, key=lambda r: r.finished)
+        for r in failed:
+            sys.stderr.write(f"gpufleet: {r.node}: {r.error or f'exit {r.exit_code}'}\n")
+        sys.stderr.write(
+            f"gpufleet: failed on {len(failed)}/{len(results)} nodes, first {first.node}\n"
+        )
+    if failed:
+        first = min(failed, key=lambda r: r.finished)
+        raise typer.Exit(first.exit_code or 1)
+
+
+def hostfile(
+    name: Annotated[str, typer.Argument(help="cluster name")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="openmpi|mpich|deepspeed|plain|env")
+    ] = "openmpi",
+) -> None:
+    """Print a hostfile for the cluster (private addresses; slots = GPUs, at least 1)."""
+    from gpufleet import hostfile as hf
+    from gpufleet import state
+
+    sys.stdout.write(hf.render(state.load(name), fmt))
+
+
+def ssh(
+    name: Annotated[str, typer.Argument(help="cluster name")],
+    node: Annotated[str, typer.Argument(help="node name or index")] = "node-0",
+    command: Annotated[
+        list[str] | None, typer.Argument(help="command to run instead of a shell")
+    ] = None,
+) -> None:
+    """Open an SSH session to one node (OpenSSH, pinned host key)."""
+    import os
+    import shutil
+
+    from gpufleet import state
+    from gpufleet.errors import MissingTool
+
+    info = state.load(name)
+    n = info.node(node)
+    ssh_bin = shutil.which("ssh")
+    if not ssh_bin:
+        raise MissingTool("ssh", "install OpenSSH's client: `sudo apt-get install openssh-client`")
+    args = [
+        "ssh",
+        "-i",
+        info.ssh_key_path,
+        "-p",
+        str(n.ssh_port),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        f"UserKnownHostsFile={info.known_hosts_path}",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "HostKeyAlgorithms=ssh-ed25519",
+        f"{info.ssh_user}@{n.public_ip}",
+        *(command or []),
+    ]
+    sys.stdout.flush()
+    os.execv(ssh_bin, args)
+
+
+def ssh_config(name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
+    """Print an OpenSSH config (Host per node) for `ssh -F`, VS Code, mpirun, pdsh."""
+    from gpufleet import sshconfig, state
+
+    sys.stdout.write(sshconfig.render(state.load(name)))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.command("exec")(exec_)
+    app.command()(hostfile)
+    app.command()(ssh)
+    app.command("ssh-config")(ssh_config)

@@ -1,0 +1,68 @@
+"""Helpers the CLI modules share: progress, prefixed node output, durations, JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+from typing import Any
+
+from components.errors import SpecError
+
+_lock = threading.Lock()
+_COLORS = ("36", "33", "35", "32", "34", "31")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (dim when it is a terminal), so stdout stays the job's."""
+    if sys.stderr.isatty():
+        message = f"\033[2m{message}\033[0m"
+    with _lock:
+        sys.stderr.write(f"gpufleet: {message}\n")
+        sys.stderr.flush()
+
+
+def node_printer(color: bool | None = None):
+    """A stream callback printing `[node-K] line`, stdout lines to stdout, stderr to stderr."""
+    tty = sys.stdout.isatty() if color is None else color
+
+    def emit(node: str, line: str, is_err: bool) -> None:
+        prefix = f"[{node}]"
+        if tty:
+            k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
+            prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
+        out = sys.stderr if is_err else sys.stdout
+        with _lock:
+            out.write(f"{prefix} {line}\n")
+            out.flush()
+
+    return emit
+
+
+_UNITS = {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}
+
+
+def parse_ttl(text: str) -> int:
+    """'4h', '90m', '1h30m', '2d' or plain minutes -> minutes (0 disables the TTL)."""
+    t = text.strip().lower()
+    if t.isdigit():
+        return int(t)
+    parts = re.findall(r"(\d+)([smhd])", t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        raise SpecError("ttl", f"{text!r} is not a duration", "write it like 30m, 4h or 1h30m")
+    return max(1, round(sum(int(n) * _UNITS[u] for n, u in parts)))
+
+
+def parse_pairs(items: list[str], field: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(field, f"{item!r} is not KEY=VALUE", f"write it like --{field} team=ml")
+        out[key] = value
+    return out
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

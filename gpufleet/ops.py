@@ -1,0 +1,25 @@
+"""Create and destroy clusters: spec -> provisioner -> saved ClusterInfo, and back."""
+
+from __future__ import annotations
+
+from components.spec import ClusterInfo, ClusterSpec
+from gpufleet import state
+from gpufleet.errors import ClusterExists
+from gpufleet.provision import Progress, for_cloud
+
+
+def create(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterInfo:
+    """Provision a validated spec and record it; a failed create leaves nothing behind."""
+    if state.exists(spec.name):
+        raise ClusterExists(spec.name)
+    provisioner = for_cloud(spec.cloud, **options)
+    info = provisioner.up(spec, progress)
+    state.save_spec(spec)
+    state.save(info)
+    return info
+
+
+def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
+    """Remove every resource of a cluster, then its record."""
+    for_cloud(info.cloud, **options).down(info, progress)
+    state.forget(info.name)

@@ -1,0 +1,307 @@
+"""A threaded SSH group: runs on every node at once and returns a node -> HostResult map."""
+
+from __future__ import annotations
+
+import io
+import select
+import shlex
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from typing import Any
+
+from components.spec import ClusterInfo, NodeInfo
+from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, SSHUnreachable
+from gpufleet.remote import knownhosts
+
+PID_MARK = "__GPUFLEET_PID__"
+Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
+_RETRYABLE = (OSError, EOFError)
+
+
+def wrap_command(node: NodeInfo, command: str) -> str:
+    """Run `command` in the node's workdir, first printing the PID that leads its process group.
+
+    sshd starts each session's shell in a new session, so that PID is also the group
+    cancel() kills; commands that `exec` their launcher keep it.
+    """
+    wd = shlex.quote(node.workdir)
+    inner = f"printf '{PID_MARK} %s\\n' $$; mkdir -p {wd} && cd {wd} && {command}"
+    return f"exec /bin/sh -c {shlex.quote(inner)}"
+
+
+def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
+    """TERM the process group, wait for it to go (up to grace_s), then KILL it."""
+    steps = int(grace_s / 0.1)
+    return (
+        f"kill -TERM -- -{pid} 2>/dev/null || exit 0; i=0; "
+        f"while [ $i -lt {steps} ]; do kill -0 -- -{pid} 2>/dev/null || exit 0; "
+        f"sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pid} 2>/dev/null; exit 0"
+    )
+
+
+def tar_files(files: dict[str, bytes | str]) -> bytes:
+    """An uncompressed tar of relative path -> content (dirs are created by tar)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            ti = tarfile.TarInfo(path)
+            ti.size = len(data)
+            ti.mode = 0o755 if path.endswith((".sh", ".py")) else 0o644
+            ti.mtime = int(time.time())
+            tar.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class _LineSplitter:
+    def __init__(self, node: str, is_err: bool, stream: Stream | None, group: Group):
+        self.node, self.is_err, self.stream, self.group = node, is_err, stream, group
+        self.pending = b""
+        self.chunks: list[bytes] = []
+        self.marker_seen = is_err
+
+    def feed(self, data: bytes) -> None:
+        if not self.marker_seen:
+            data = self._take_marker(data)
+            if not self.marker_seen:
+                return
+        self.chunks.append(data)
+        if self.stream:
+            self.pending += data
+            *lines, self.pending = self.pending.split(b"\n")
+            for line in lines:
+                self.stream(self.node, line.decode(errors="replace"), self.is_err)
+
+    def _take_marker(self, data: bytes) -> bytes:
+        self.pending += data
+        if b"\n" not in self.pending:
+            return b""
+        first, rest = self.pending.split(b"\n", 1)
+        self.pending = b""
+        self.marker_seen = True
+        text = first.decode(errors="replace")
+        if text.startswith(PID_MARK):
+            self.group._pids[self.node] = int(text.split()[1])
+            return rest
+        return first + b"\n" + rest
+
+    def close(self) -> str:
+        if self.stream and self.pending:
+            self.stream(self.node, self.pending.decode(errors="replace"), self.is_err)
+        return b"".join(self.chunks).decode(errors="replace")
+
+
+class Group:
+    """Connections to some or all of a cluster's nodes, reused across commands."""
+
+    def __init__(
+        self,
+        info: ClusterInfo,
+        nodes: list[str] | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        max_workers: int | None = None,
+    ):
+        self.info = info
+        self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
+        self.connect_timeout = connect_timeout
+        self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
+        self._transports: dict[str, Any] = {}
+        self._pids: dict[str, int] = {}
+        self._active: set[str] = set()
+        self._lock = threading.Lock()
+        self._creds: tuple[Any, dict] | None = None
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _credentials(self) -> tuple[Any, dict]:
+        if self._creds is None:
+            import paramiko
+
+            pkey = paramiko.PKey.from_path(self.info.ssh_key_path)
+            self._creds = (pkey, knownhosts.load(self.info.known_hosts_path))
+        return self._creds
+
+    def _connect(self, node: NodeInfo) -> Any:
+        from gpufleet.remote.connection import open_transport
+
+        pkey, pinned = self._credentials()
+        t = open_transport(
+            node, user=self.info.ssh_user, pkey=pkey, pinned=pinned, timeout=self.connect_timeout
+        )
+        with self._lock:
+            old = self._transports.get(node.name)
+            self._transports[node.name] = t
+        if old is not None:
+            old.close()
+        return t
+
+    def _transport(self, node: NodeInfo) -> Any:
+        t = self._transports.get(node.name)
+        if t is None or not t.is_active():
+            t = self._connect(node)
+        return t
+
+    def _map(self, fn: Callable[[NodeInfo], Any], nodes: list[NodeInfo]) -> dict[str, Any]:
+        futures = {self._pool.submit(fn, n): n.name for n in nodes}
+        out = {}
+        for fut in as_completed(futures):
+            out[futures[fut]] = fut.result()
+        return {n.name: out[n.name] for n in nodes}
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        """Connect to every node, retrying until `timeout`; a wrong host key fails at once."""
+        deadline = time.monotonic() + timeout
+
+        def attempt(node: NodeInfo) -> str | None:
+            delay, last = 0.05, "not tried"
+            while True:
+                try:
+                    self._connect(node)
+                    return None
+                except HostKeyMismatch:
+                    raise
+                except Exception as e:  # paramiko raises a zoo: refused, banner, auth, EOF
+                    last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                if time.monotonic() + delay > deadline:
+                    return last
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+        failures = {k: v for k, v in self._map(attempt, self.nodes).items() if v}
+        if failures:
+            raise SSHUnreachable(failures, timeout)
+
+    def run(
+        self,
+        command: str | dict[str, str],
+        *,
+        stream: Stream | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        what: str | None = None,
+    ) -> dict[str, HostResult]:
+        """Run on every node (or per-node commands) in its workdir; a failure raises GroupError."""
+        cmds = command if isinstance(command, dict) else {n.name: command for n in self.nodes}
+        targets = [n for n in self.nodes if n.name in cmds]
+        results = self._map(
+            lambda n: self._run_one(n, cmds[n.name], stream, timeout, stdin), targets
+        )
+        if check and not all(r.ok for r in results.values()):
+            label = what or (command if isinstance(command, str) else "command")
+            raise GroupError(label, results)
+        return results
+
+    def _run_one(
+        self,
+        node: NodeInfo,
+        command: str,
+        stream: Stream | None,
+        timeout: float | None,
+        stdin: bytes | None,
+    ) -> HostResult:
+        started = time.time()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out = _LineSplitter(node.name, False, stream, self)
+        err = _LineSplitter(node.name, True, stream, self)
+        chan = None
+        try:
+            chan = self._transport(node).open_session(timeout=self.connect_timeout)
+            with self._lock:
+                self._active.add(node.name)
+            chan.exec_command(wrap_command(node, command))
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            timed_out = self._pump(chan, out, err, deadline)
+            if timed_out:
+                self._kill(node)
+                return HostResult(
+                    node.name,
+                    None,
+                    out.close(),
+                    err.close(),
+                    f"timed out after {timeout:.0f}s",
+                    started,
+                    time.time(),
+                )
+            code = chan.recv_exit_status()
+            return HostResult(node.name, code, out.close(), err.close(), None, started, time.time())
+        except HostKeyMismatch:
+            raise
+        except Exception as e:
+            msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            return HostResult(node.name, None, out.close(), err.close(), msg, started, time.time())
+        finally:
+            with self._lock:
+                self._active.discard(node.name)
+            if chan is not None:
+                chan.close()
+
+    @staticmethod
+    def _pump(chan: Any, out: _LineSplitter, err: _LineSplitter, deadline: float | None) -> bool:
+        """Move output into the splitters until the command ends; True if the deadline hit."""
+        while True:
+            progressed = False
+            if chan.recv_ready():
+                out.feed(chan.recv(65536))
+                progressed = True
+            if chan.recv_stderr_ready():
+                err.feed(chan.recv_stderr(65536))
+                progressed = True
+            if progressed:
+                continue
+            if chan.exit_status_ready() or chan.closed or chan.eof_received and chan.closed:
+                # everything sent before the exit status is already buffered: drain it
+                while chan.recv_ready():
+                    out.feed(chan.recv(65536))
+                while chan.recv_stderr_ready():
+                    err.feed(chan.recv_stderr(65536))
+                return False
+            if deadline is not None and time.monotonic() > deadline:
+                return True
+            select.select([chan], [], [], 0.2)
+
+    def put(self, files: dict[str, bytes | str], *, stream: Stream | None = None) -> None:
+        """Write relative path -> content under every node's workdir."""
+        self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)
+
+    def put_archive(self, tar_gz: bytes) -> None:
+        """Unpack a .tar.gz into every node's workdir."""
+        self.run("tar -xzf -", stdin=tar_gz, what="upload")
+
+    def _kill(self, node: NodeInfo) -> None:
+        pid = self._pids.get(node.name)
+        if pid is None:
+            return
+        try:
+            chan = self._transport(node).open_session(timeout=self.connect_timeout)
+            chan.exec_command(kill_group_command(pid))
+            chan.recv_exit_status()
+            chan.close()
+        except Exception:
+            pass  # the node or connection is gone: nothing left to kill through it
+
+    def cancel(self) -> None:
+        """Kill the process group of every command still running, on every node at once."""
+        with self._lock:
+            running = [n for n in self.nodes if n.name in self._active]
+        if running:
+            futs = [self._pool.submit(self._kill, n) for n in running]
+            wait(futs, timeout=15)
+
+    def close(self) -> None:
+        with self._lock:
+            transports = list(self._transports.values())
+            self._transports.clear()
+        for t in transports:
+            t.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
