@@ -22,13 +22,11 @@ def exec_(
     ] = False,
 ) -> None:
     """Run a command on every node at once; output lines are prefixed with [node-K]."""
-    import shlex
-
     from gpufleet import state
     from gpufleet.remote import Group
 
     info = state.load(name)
-    cmd = command[0] if len(command) == 1 else shlex.join(command)
+    cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
     with Group(info, node or None) as g:
         results = g.run(
             cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout

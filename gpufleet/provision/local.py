@@ -321,7 +321,11 @@ class LocalProvisioner:
     def down(self, info: ClusterInfo, progress: Progress) -> None:
         cdir = state.cluster_dir(info.name)
         watchdog = info.provider.get("watchdog")
-        if watchdog and "gpufleet.provision.local" in _cmdline(int(watchdog)):
+        if (
+            watchdog
+            and int(watchdog) != os.getpid()
+            and "gpufleet.provision.local" in _cmdline(int(watchdog))
+        ):
             terminate([int(watchdog)], grace_s=1.0)
         stop_cluster_processes(info.name, info.provider.get("pids", {}), cdir)
         progress(f"stopped {len(info.nodes)} sandbox nodes")
@@ -364,7 +368,6 @@ def _watchdog(cluster: str, expires_at: float) -> None:
         time.sleep(min(left, 60))
     with contextlib.suppress(Exception):
         info = state.load(cluster)
-        info.provider.pop("watchdog", None)  # it is us
         LocalProvisioner().down(info, lambda _m: None)
         state.forget(cluster)
 

@@ -33,12 +33,15 @@ def wrap_command(node: NodeInfo, command: str) -> str:
 
 
 def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
-    """TERM the process group, wait for it to go (up to grace_s), then KILL it."""
+    """TERM the process group, wait for it to go (up to grace_s), then KILL it.
+
+    `kill -SIG -PGID` without `--`: dash's builtin kill rejects `--`.
+    """
     steps = int(grace_s / 0.1)
     return (
-        f"kill -TERM -- -{pid} 2>/dev/null || exit 0; i=0; "
-        f"while [ $i -lt {steps} ]; do kill -0 -- -{pid} 2>/dev/null || exit 0; "
-        f"sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pid} 2>/dev/null; exit 0"
+        f"kill -TERM -{pid} 2>/dev/null || exit 0; i=0; "
+        f"while [ $i -lt {steps} ]; do kill -0 -{pid} 2>/dev/null || exit 0; "
+        f"sleep 0.1; i=$((i+1)); done; kill -KILL -{pid} 2>/dev/null; exit 0"
     )
 
 
@@ -295,8 +298,9 @@ class Group:
         with self._lock:
             running = [n for n in self.nodes if n.name in self._active]
         if running:
-            futs = [self._pool.submit(self._kill, n) for n in running]
-            wait(futs, timeout=15)
+            # not self._pool: its workers are the ones blocked on the commands being killed
+            with ThreadPoolExecutor(max_workers=len(running)) as pool:
+                wait([pool.submit(self._kill, n) for n in running], timeout=15)
 
     def close(self) -> None:
         with self._lock:
