@@ -25,7 +25,7 @@ MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 300}
 class ClusterSpec(BaseModel):
     """What the user asks for. Invalid combinations fail here, before anything is created."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     cloud: Cloud = "local"
@@ -196,7 +196,7 @@ class ClusterSpec(BaseModel):
 class NodeInfo(BaseModel):
     """One reachable node."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     private_ip: str
@@ -211,7 +211,7 @@ class NodeInfo(BaseModel):
 class ClusterInfo(BaseModel):
     """Everything after provisioning reads only this; every provisioner returns the same shape."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     cloud: Cloud

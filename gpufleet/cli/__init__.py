@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     from gpufleet.errors import GpufleetError
     from gpufleet.signals import install_handlers
 
+    # paramiko imports invoke (~60 ms) only for ssh_config `Match exec`, which gpufleet
+    # never uses; the CLI's start-up time is on every command's critical path.
+    sys.modules.setdefault("invoke", None)  # type: ignore[arg-type]
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("GPUFLEET_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]

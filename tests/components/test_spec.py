@@ -1,0 +1,97 @@
+"""ClusterSpec validation names the field and the fix; ClusterInfo keeps its node contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.errors import CatalogError, GpufleetError, SpecError
+from components.spec import ClusterInfo, ClusterSpec, NodeInfo
+
+
+def spec(**kw) -> ClusterSpec:
+    return ClusterSpec.from_input({"name": "t", **kw})
+
+
+def test_local_defaults():
+    s = spec()
+    assert (s.cloud, s.nodes, s.gpus, s.fabric) == ("local", 2, 0, "none")
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "fix_part"),
+    [
+        ({"name": "Bad_Name"}, "name", "lowercase"),
+        ({"nodes": 0}, "nodes", "--nodes"),
+        ({"nodes": "many"}, "nodes", "valid value"),
+        ({"ttl_minutes": -1}, "ttl_minutes", "--ttl"),
+        ({"ssh_cidrs": ["not-a-cidr"]}, "ssh_cidrs", "203.0.113.7/32"),
+        ({"cloud": "aws"}, "instance_type", "gpufleet catalog"),
+        ({"instance_type": "p4d.24xlarge"}, "instance_type", "--cloud"),
+        ({"gpus_per_node": 8}, "gpus_per_node", "--gpus"),
+        ({"nodes": 500}, "nodes", "at most 128"),
+        ({"colour": "red"}, "colour", "known fields"),
+        ({"cloud": "moon"}, "cloud", "valid value"),
+        (
+            {"cloud": "aws", "instance_type": "p4d.24xlarge", "ttl_minutes": 0},
+            "ttl_minutes",
+            "--ttl",
+        ),
+        ({"disk_gb": 10}, "disk_gb", "100"),
+    ],
+)
+def test_bad_input_names_field_and_fix(kw, field, fix_part):
+    with pytest.raises(SpecError) as e:
+        spec(**kw)
+    assert e.value.field == field
+    assert fix_part in e.value.fix
+    assert e.value.exit_code == 2
+
+
+def test_cloud_spec_derives_gpus_and_fabric_from_catalog():
+    s = spec(cloud="aws", instance_type="p4d.24xlarge")
+    assert (s.gpus, s.fabric, s.effective_region, s.effective_ssh_user) == (
+        8,
+        "efa",
+        "us-east-1",
+        "ubuntu",
+    )
+
+
+def test_unknown_instance_type_lists_choices():
+    with pytest.raises(CatalogError) as e:
+        spec(cloud="aws", instance_type="p9.huge")
+    assert "p4d.24xlarge" in e.value.hint
+
+
+def test_cidrs_are_normalised():
+    assert spec(ssh_cidrs=["10.1.2.3/8"]).ssh_cidrs == ["10.0.0.0/8"]
+
+
+def test_expiry_follows_ttl():
+    assert spec(ttl_minutes=60).expiry(now=1000.0) == 1000.0 + 3600
+    assert spec(ttl_minutes=0).expiry(now=1000.0) is None
+
+
+def _info(names: list[str]) -> ClusterInfo:
+    return ClusterInfo(
+        name="t",
+        cloud="local",
+        ssh_user="u",
+        ssh_key_path="k",
+        known_hosts_path="kh",
+        nodes=[NodeInfo(name=n, private_ip="10.0.0.1", public_ip="1.2.3.4") for n in names],
+    )
+
+
+def test_cluster_info_requires_head_first_names():
+    assert _info(["node-0", "node-1"]).head.name == "node-0"
+    with pytest.raises(GpufleetError):
+        _info(["node-1", "node-0"])
+
+
+def test_node_lookup_by_name_or_index():
+    info = _info(["node-0", "node-1"])
+    assert info.node("1").name == info.node("node-1").name == "node-1"
+    with pytest.raises(GpufleetError) as e:
+        info.node("node-5")
+    assert "node-0, node-1" in e.value.hint

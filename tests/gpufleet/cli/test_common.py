@@ -1,0 +1,29 @@
+"""CLI parsing helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.errors import SpecError
+from gpufleet.cli.common import parse_pairs, parse_ttl
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [("90", 90), ("4h", 240), ("1h30m", 90), ("2d", 2880), ("0", 0), ("30s", 1)],
+)
+def test_parse_ttl(text, minutes):
+    assert parse_ttl(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["soon", "4x", "h4", "1h 30m"])
+def test_parse_ttl_rejects(text):
+    with pytest.raises(SpecError) as e:
+        parse_ttl(text)
+    assert e.value.field == "ttl"
+
+
+def test_parse_pairs():
+    assert parse_pairs(["a=1", "b=x=y"], "tag") == {"a": "1", "b": "x=y"}
+    with pytest.raises(SpecError):
+        parse_pairs(["novalue"], "tag")

@@ -1,0 +1,91 @@
+"""The group's pure parts: the wrapped command, the kill command, tar uploads, line splitting."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from components.spec import NodeInfo
+from gpufleet.remote.group import (
+    PID_MARK,
+    Group,
+    _LineSplitter,
+    kill_group_command,
+    tar_files,
+    wrap_command,
+)
+
+SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_wrapped_command_prints_pid_then_runs_in_workdir(tmp_path, shell):
+    node = NodeInfo(name="node-0", private_ip="a", public_ip="a", workdir=str(tmp_path / "w d"))
+    out = subprocess.run(
+        [shell, "-c", wrap_command(node, "pwd; echo $((1+1))")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0].startswith(PID_MARK + " ") and out[0].split()[1].isdigit()
+    assert out[1:] == [str(tmp_path / "w d"), "2"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_kill_command_is_valid_and_kills_a_group(shell):
+    victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        r = subprocess.run(
+            [shell, "-c", kill_group_command(victim.pid, grace_s=2)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        assert r.returncode == 0, r.stderr
+        assert victim.wait(timeout=5) == -15
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_tar_files_roundtrip():
+    data = tar_files({"a/b.txt": "x", "run.py": b"print()"})
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert tar.extractfile("a/b.txt").read() == b"x"
+        assert tar.getmember("run.py").mode == 0o755
+
+
+class _Rec:
+    _pids: dict[str, int]
+
+
+def test_line_splitter_strips_marker_and_streams_whole_lines():
+    g = _Rec()
+    g._pids = {}
+    seen = []
+    s = _LineSplitter("node-3", False, lambda n, line, e: seen.append((n, line)), g)  # type: ignore[arg-type]
+    for chunk in (f"{PID_MARK} 42".encode(), b"\nhel", b"lo\nwor", b"ld"):
+        s.feed(chunk)
+    assert s.close() == "hello\nworld"
+    assert seen == [("node-3", "hello"), ("node-3", "world")]
+    assert g._pids == {"node-3": 42}
+
+
+def test_group_rejects_unknown_node():
+    from components.spec import ClusterInfo
+    from gpufleet.errors import GpufleetError
+
+    info = ClusterInfo(
+        name="t",
+        cloud="local",
+        ssh_user="u",
+        ssh_key_path="k",
+        known_hosts_path="kh",
+        nodes=[NodeInfo(name="node-0", private_ip="a", public_ip="a")],
+    )
+    with pytest.raises(GpufleetError):
+        Group(info, ["node-9"])
