@@ -1,0 +1,76 @@
+"""Stack files -> ClusterSpec -> GpuFleet: the one reading of stacks/Pulumi.<stack>.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from components.errors import SpecError
+from components.spec import ClusterSpec
+
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+# The structured config object holding the ClusterSpec fields, e.g. `gpufleet:cluster: {nodes: 2}`.
+CONFIG_NAMESPACE = "gpufleet"
+CONFIG_KEY = "cluster"
+
+
+def stack_file(name: str, root: Path | None = None) -> Path:
+    return (root or STACKS_DIR) / f"Pulumi.{name}.yaml"
+
+
+def stack_names(root: Path | None = None) -> list[str]:
+    """Every stack with a file in stacks/, sorted."""
+    d = root or STACKS_DIR
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in d.glob("Pulumi.*.yaml"))
+
+
+def stack_config(name: str, root: Path | None = None) -> dict[str, Any]:
+    """The `config:` mapping of a stack file."""
+    import yaml
+
+    path = stack_file(name, root)
+    if not path.is_file():
+        known = ", ".join(stack_names(root)) or "none"
+        raise SpecError("stack", f"no stack file {path}", f"use one of: {known}")
+    doc = yaml.safe_load(path.read_text()) or {}
+    return dict(doc.get("config") or {})
+
+
+def spec_from_config(config: dict[str, Any], stack: str = "") -> ClusterSpec:
+    """The ClusterSpec in a stack's config; `name` defaults to the stack name."""
+    raw = config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
+    if not isinstance(raw, dict):
+        raise SpecError(
+            f"{CONFIG_NAMESPACE}:{CONFIG_KEY}",
+            "missing from the stack config",
+            "add a `gpufleet:cluster:` mapping with at least cloud, nodes and instance_type",
+        )
+    fields = dict(raw)
+    if stack:
+        fields.setdefault("name", stack)
+    return ClusterSpec.from_input(fields)
+
+
+def spec_from_stack(name: str, root: Path | None = None) -> ClusterSpec:
+    return spec_from_config(stack_config(name, root), stack=name)
+
+
+def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
+    """Stack config as the flat string map Pulumi's runtime (and its mocks) takes."""
+    import json
+
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+def build(spec: ClusterSpec, *, expires_at: int | None = None) -> Any:
+    """Declare the spec's GpuFleet in the current Pulumi program and return it."""
+    from components.registry import fleet_class
+
+    return fleet_class(spec.cloud)(spec.name, spec, expires_at=expires_at)
+
+
+def exports(fleet: Any) -> dict[str, Any]:
+    """The contract outputs of a GpuFleet, as stack exports."""
+    from components.contract import OUTPUT_NAMES
+
+    return {k: getattr(fleet, k) for k in OUTPUT_NAMES}
