@@ -1,0 +1,158 @@
+"""Per-node launch commands and rank environments: pure functions of ClusterInfo + options."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from components.fabric import library_paths, nccl_env
+from components.spec import ClusterInfo
+from gpufleet import hostfile
+
+LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun")
+WRAPPER = "rank_wrapper.py"
+HOSTFILE = "hostfile"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    launcher: str  # torchrun | none | mpirun
+    command: list[str]  # torchrun/mpirun: script [args]; none: a shell command line
+    nproc_per_node: int | None = None  # default: the node's GPUs, or 1 without GPUs
+    master_port: int = 29500
+    run_id: str = "run"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def run_dir(opts: LaunchOptions) -> str:
+    """This run's files on every node, relative to the node's workdir."""
+    return f".gpufleet/runs/{opts.run_id}"
+
+
+def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
+    """What every process on node `node_index` gets (the fabric's NCCL settings included)."""
+    env = nccl_env(info.fabric)
+    env.update(info.env)
+    env.update(hostfile.env_vars(info, opts.nproc_per_node))
+    env.update(
+        {
+            "GPUFLEET_NODE_RANK": str(node_index),
+            "GPUFLEET_RUN_ID": opts.run_id,
+            "MASTER_PORT": str(opts.master_port),
+        }
+    )
+    env.update(opts.env)  # the user's word wins
+    return env
+
+
+def _exports(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str:
+    env = rank_env(info, node_index, opts)
+    parts = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    # Absolute on the node, so a rank that changes directory still finds it.
+    parts.append(f'GPUFLEET_HOSTFILE="$PWD"/{shlex.quote(run_dir(opts) + "/" + HOSTFILE)}')
+    libs = library_paths(info.fabric)
+    if libs:
+        parts.append(
+            f'LD_LIBRARY_PATH={shlex.quote(":".join(libs))}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"'
+        )
+    names = sorted(env) + ["GPUFLEET_HOSTFILE"] + (["LD_LIBRARY_PATH"] if libs else [])
+    return "; ".join(parts) + "; export " + " ".join(names)
+
+
+def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str | None:
+    """The shell command node `node_index` runs for this job, or None if it runs nothing."""
+    node = info.nodes[node_index]
+    exports = _exports(info, node_index, opts)
+    if opts.launcher == "torchrun":
+        script, *args = opts.command
+        torchrun = [
+            info.python,
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={len(info.nodes)}",
+            f"--nproc-per-node={hostfile.slots(node, opts.nproc_per_node)}",
+            f"--node-rank={node_index}",
+            f"--master-addr={info.head.private_ip}",
+            f"--master-port={opts.master_port}",
+            "--max-restarts=0",
+            f"{run_dir(opts)}/{WRAPPER}",
+            script,
+            *args,
+        ]
+        return f"{exports}; exec {shlex.join(torchrun)}"
+    if opts.launcher == "none":
+        # Like ssh: the words are joined into one shell command line.
+        return f"{exports}; {' '.join(opts.command)}"
+    if opts.launcher == "mpirun":
+        if node_index != 0:
+            return None
+        env = rank_env(info, node_index, opts)
+        mpirun = ["mpirun", "--hostfile", f"{run_dir(opts)}/{HOSTFILE}"]
+        mpirun += ["-np", env["GPUFLEET_WORLD_SIZE"], "--map-by", "slot"]
+        for k in sorted(env):
+            mpirun += ["-x", k]
+        mpirun += [info.python, *opts.command]
+        return f"{exports}; exec {shlex.join(mpirun)}"
+    raise ValueError(f"unknown launcher {opts.launcher!r}")
+
+
+def run_files(info: ClusterInfo, opts: LaunchOptions) -> dict[str, str]:
+    """Files every node needs before launch: the hostfile and the rank wrapper."""
+    d = run_dir(opts)
+    return {
+        f"{d}/{HOSTFILE}": hostfile.render(info, "openmpi", opts.nproc_per_node),
+        f"{d}/{WRAPPER}": RANK_WRAPPER,
+    }
+
+
+# Runs the user's script as __main__ and, when it fails, records "<exit code> <unix time>" in
+# rank-$RANK.rc next to itself: torchrun itself only reports 1, the job's own code lives here.
+RANK_WRAPPER = '''\
+"""gpufleet rank wrapper: run a script as __main__, record a failing exit code."""
+import os
+import runpy
+import sys
+import time
+import traceback
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(_script)))
+_code = 0
+try:
+    runpy.run_path(_script, run_name="__main__")
+except SystemExit as e:
+    if e.code is None:
+        _code = 0
+    elif isinstance(e.code, int):
+        _code = e.code
+    else:
+        print(e.code, file=sys.stderr)
+        _code = 1
+except BaseException:
+    traceback.print_exc()
+    _code = 1
+if _code:
+    with open(os.path.join(_here, "rank-%s.rc" % os.environ.get("RANK", "0")), "w") as f:
+        f.write("%d %.6f\\n" % (_code, time.time()))
+sys.stdout.flush()
+sys.exit(_code)
+'''
+
+
+def first_failure(rank_files: dict[str, dict[str, str]]) -> tuple[str, int, int] | None:
+    """(node, rank, code) of the earliest failing rank, from node -> {rank-K.rc: 'code time'}."""
+    found = []
+    for node, files in rank_files.items():
+        for fname, text in files.items():
+            try:
+                code_s, time_s = text.split()[:2]
+                rank = int(fname.removeprefix("rank-").removesuffix(".rc"))
+                found.append((float(time_s), node, rank, int(code_s)))
+            except ValueError:
+                continue
+    if not found:
+        return None
+    _, node, rank, code = min(found)
+    return node, rank, code

@@ -1,0 +1,161 @@
+"""Launch commands and rank environments: goldens, NCCL env per fabric, failure attribution."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from components.fabric import nccl_env
+from components.spec import ClusterInfo, NodeInfo
+from gpufleet import launch
+from gpufleet.launch import LaunchOptions
+
+
+def cluster(fabric: str = "efa", gpus: int = 8, cloud: str = "aws") -> ClusterInfo:
+    return ClusterInfo(
+        name="t",
+        cloud=cloud,
+        ssh_user="ubuntu",
+        ssh_key_path="/k/id",
+        known_hosts_path="/k/kh",
+        fabric=fabric,
+        python="/opt/venv/bin/python",
+        nodes=[
+            NodeInfo(
+                name=f"node-{i}",
+                private_ip=f"10.0.0.{10 + i}",
+                public_ip=f"203.0.113.{i}",
+                gpus=gpus,
+            )
+            for i in range(2)
+        ],
+    )
+
+
+OPTS = LaunchOptions(
+    launcher="torchrun",
+    command=["train.py", "--epochs", "1"],
+    master_port=29611,
+    run_id="r1",
+    env={"WANDB_MODE": "offline"},
+)
+
+
+@pytest.mark.parametrize("launcher", launch.LAUNCHERS)
+def test_golden_commands(golden, launcher):
+    opts = LaunchOptions(**{**OPTS.__dict__, "launcher": launcher})
+    text = "".join(f"# node-{i}\n{launch.node_command(cluster(), i, opts)}\n" for i in range(2))
+    golden(f"launch/aws-p4d-{launcher}.sh", text)
+
+
+def test_torchrun_arguments_per_node():
+    c = cluster()
+    for i in range(2):
+        cmd = launch.node_command(c, i, OPTS)
+        assert "--nnodes=2" in cmd and f"--node-rank={i}" in cmd
+        assert "--nproc-per-node=8" in cmd
+        assert "--master-addr=10.0.0.10" in cmd and "--master-port=29611" in cmd
+        assert cmd.endswith(".gpufleet/runs/r1/rank_wrapper.py train.py --epochs 1")
+
+
+def test_nproc_is_gpus_or_one_or_override():
+    assert "--nproc-per-node=1" in launch.node_command(cluster("none", 0, "local"), 0, OPTS)
+    opts = LaunchOptions(**{**OPTS.__dict__, "nproc_per_node": 3})
+    assert "--nproc-per-node=3" in launch.node_command(cluster(), 1, opts)
+
+
+@pytest.mark.parametrize("fabric", ["efa", "infiniband", "tcpx", "tcpxo", "none"])
+def test_rank_env_has_cluster_vars_and_fabric_nccl(fabric):
+    env = launch.rank_env(cluster(fabric), 1, OPTS)
+    assert env["GPUFLEET_NODE_RANK"] == "1" and env["GPUFLEET_NUM_NODES"] == "2"
+    assert env["GPUFLEET_NODE_IPS"] == "10.0.0.10,10.0.0.11"
+    assert env["MASTER_ADDR"] == "10.0.0.10" and env["MASTER_PORT"] == "29611"
+    for k, v in nccl_env(fabric).items():
+        assert env[k] == v
+    if fabric == "none":
+        assert not any(k.startswith(("NCCL_", "FI_")) for k in env)
+
+
+def test_user_env_wins_over_fabric_defaults():
+    opts = LaunchOptions(**{**OPTS.__dict__, "env": {"NCCL_DEBUG": "INFO"}})
+    assert launch.rank_env(cluster("efa"), 0, opts)["NCCL_DEBUG"] == "INFO"
+
+
+def test_exports_survive_a_real_shell(tmp_path):
+    """The command's export prefix, run by sh, yields exactly the rank env (+ hostfile path)."""
+    opts = LaunchOptions(
+        launcher="none",
+        command=[sys.executable, "-c", "'import json,os; print(json.dumps(dict(os.environ)))'"],
+        env={"TRICKY": "a b'c\"$HOME"},
+        run_id="r2",
+    )
+    c = cluster("efa")
+    cmd = launch.node_command(c, 1, opts)
+    out = subprocess.run(
+        ["sh", "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout
+    import json
+
+    got = json.loads(out)
+    for k, v in launch.rank_env(c, 1, opts).items():
+        assert got[k] == v, k
+    assert got["GPUFLEET_HOSTFILE"] == f"{tmp_path}/.gpufleet/runs/r2/hostfile"
+    assert got["LD_LIBRARY_PATH"].startswith("/opt/amazon/efa/lib:")
+
+
+def test_mpirun_runs_from_the_head_only():
+    opts = LaunchOptions(**{**OPTS.__dict__, "launcher": "mpirun"})
+    assert launch.node_command(cluster(), 1, opts) is None
+    head = launch.node_command(cluster(), 0, opts)
+    assert "mpirun --hostfile .gpufleet/runs/r1/hostfile -np 16" in head
+
+
+def test_run_files_hostfile_and_wrapper():
+    files = launch.run_files(cluster(), OPTS)
+    assert files[".gpufleet/runs/r1/hostfile"] == "10.0.0.10 slots=8\n10.0.0.11 slots=8\n"
+    compile(files[".gpufleet/runs/r1/rank_wrapper.py"], "rank_wrapper.py", "exec")
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ("import sys; sys.exit(3)", 3),
+        ("raise ValueError('x')", 1),
+        ("pass", 0),
+        ("import sys; sys.exit('bad')", 1),
+    ],
+)
+def test_rank_wrapper_records_failing_code(tmp_path, body, code):
+    wrapper = tmp_path / "rank_wrapper.py"
+    wrapper.write_text(launch.RANK_WRAPPER)
+    script = tmp_path / "job.py"
+    script.write_text(body + "\n")
+    r = subprocess.run(
+        [sys.executable, str(wrapper), str(script)],
+        env={**os.environ, "RANK": "5"},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == code
+    rc = tmp_path / "rank-5.rc"
+    if code:
+        assert int(rc.read_text().split()[0]) == code
+    else:
+        assert not rc.exists()
+
+
+def test_first_failure_is_the_earliest():
+    files = {
+        "node-0": {"rank-0.rc": "1 1700000005.5", "rank-1.rc": "1 1700000005.6"},
+        "node-1": {"rank-9.rc": "3 1700000004.0", "garbage.rc": "x"},
+    }
+    assert launch.first_failure(files) == ("node-1", 9, 3)
+    assert launch.first_failure({}) is None
