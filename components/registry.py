@@ -17,3 +17,15 @@ def fleet_class(cloud: str) -> Any:
             f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure"
         )
     return importlib.import_module(_FLEETS[cloud]).GpuFleet
+
+
+# The stack config key that places each cloud's provider.
+_REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
+
+
+def provider_config(spec: Any) -> dict[str, str]:
+    """Provider settings for a spec's stack (its region, where the spec names one)."""
+    region = spec.effective_region
+    if spec.cloud in _REGION_KEYS and region:
+        return {_REGION_KEYS[spec.cloud]: region}
+    return {}

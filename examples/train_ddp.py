@@ -24,7 +24,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--sleep-per-step", type=float, default=0.0, help="slow down (for tests)")
     p.add_argument("--fail-on-rank", type=int, default=None, help="this global rank exits ...")
@@ -64,10 +64,11 @@ def main() -> int:
     true_w = torch.linspace(-1, 1, features).unsqueeze(1)  # the function every rank learns
     gen = torch.Generator().manual_seed(1000 + rank)  # each rank its own shard of data
     model = DDP(make_model(features).to(device), device_ids=[local_rank] if cuda else None)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.MSELoss()
 
     loss = torch.zeros((), device=device)
+    window = torch.zeros((), device=device)  # summed loss since the last log line
     for step in range(1, args.steps + 1):
         if args.fail_on_rank == rank and step == args.fail_at_step:
             print(f"rank {rank}: failing on purpose with exit code {args.fail_code}", flush=True)
@@ -79,11 +80,15 @@ def main() -> int:
         loss = loss_fn(model(x), y)
         loss.backward()  # DDP all-reduces the gradients here
         opt.step()
+        window += loss.detach()
         if step % args.log_every == 0 or step == args.steps:
-            mean = loss.detach().clone()
-            dist.all_reduce(mean)
+            steps_in_window = (step - 1) % args.log_every + 1
+            dist.all_reduce(window)  # mean over ranks and steps: a smooth curve
             if rank == 0:
-                print(f"step {step:4d} loss {mean.item() / world:.5f}", flush=True)
+                print(
+                    f"step {step:4d} loss {window.item() / world / steps_in_window:.5f}", flush=True
+                )
+            window.zero_()
         if args.sleep_per_step:
             time.sleep(args.sleep_per_step)
 
@@ -108,6 +113,7 @@ def main() -> int:
             f"checksum={ref.item():.12f}",
             flush=True,
         )
+    dist.barrier()  # nobody tears down the process group while a peer still uses it
     dist.destroy_process_group()
     return 0
 

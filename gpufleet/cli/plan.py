@@ -1,9 +1,47 @@
-"""CLI: `gpufleet plan` (placeholder until its issue lands)."""
+"""CLI: plan — review a stack's resources and cost offline, under Pulumi mocks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from gpufleet.cli.common import print_json
+
+
+def plan(
+    stack: Annotated[str, typer.Option(help="stack name: stacks/Pulumi.<stack>.yaml")],
+    stacks_dir: Annotated[
+        Path | None, typer.Option(help="folder with the stack files (default: stacks/)")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="the whole plan, inputs included")
+    ] = False,
+) -> None:
+    """Every resource a stack would register, and the fleet's $/hour; no credentials needed."""
+    from gpufleet.plan import plan_stack
+
+    doc = plan_stack(stack, stacks_dir)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"stack {stack}: {len(doc['resources'])} resources")
+    for col in ("type", "name", "key inputs"):
+        table.add_column(col, overflow="fold")
+    for r in doc["resources"]:
+        table.add_row(r["type"], r["name"], r["summary"])
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
+        f"{', spot' if doc['spot'] else ''}): about ${doc['estimated_usd_per_hour']:.2f}/hour "
+        f"on demand ({doc['price_region']}, prices of {doc['price_date']})"
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.command()(plan)

@@ -1,0 +1,54 @@
+"""Offline plan of a stack: every resource its program registers under mocks, and its $/hour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SECRET_OUTPUTS = ("ssh_private_key",)
+# Inputs that are long blobs: a plan shows their size, `gpufleet image render` their text.
+BLOB_INPUTS = ("userData", "user_data", "customData", "custom_data", "metadata", "publicKey")
+
+
+def _summary(inputs: dict[str, Any]) -> str:
+    parts = []
+    for k, v in inputs.items():
+        if k in BLOB_INPUTS or k == "tags" or k == "labels":
+            continue
+        text = v if isinstance(v, str) else repr(v)
+        parts.append(f"{k}={text[:60]}{'…' if len(text) > 60 else ''}")
+    return ", ".join(parts)
+
+
+def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
+    """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials."""
+    from components import catalog, stackconfig
+    from components.preview import evaluate
+
+    config = stackconfig.stack_config(name, root)
+    spec = stackconfig.spec_from_config(config, stack=name)
+    plan = evaluate(
+        lambda: stackconfig.exports(stackconfig.build(spec)),
+        config=stackconfig.pulumi_config(config),
+        stack=name,
+    )
+    it = catalog.lookup(spec.cloud, spec.instance_type or "")
+    outputs = {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in plan.outputs.items()}
+    return {
+        "stack": name,
+        "cloud": spec.cloud,
+        "instance_type": it.name,
+        "nodes": spec.nodes,
+        "gpus": spec.nodes * it.gpus,
+        "fabric": it.fabric,
+        "spot": spec.spot,
+        "price_per_node_hour": it.price_per_hour,
+        "price_region": it.price_region,
+        "price_date": it.price_date,
+        "estimated_usd_per_hour": round(spec.nodes * it.price_per_hour, 3),
+        "resources": [
+            {"type": r.type, "name": r.name, "summary": _summary(r.inputs), "inputs": r.inputs}
+            for r in plan.resources
+        ],
+        "outputs": outputs,
+    }

@@ -1,0 +1,198 @@
+"""Cloud clusters through Pulumi's Automation API: one stack per cluster, outputs -> ClusterInfo."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from components.contract import cluster_info_from_outputs
+from components.errors import SpecError
+from components.spec import ClusterInfo, ClusterSpec
+from gpufleet import state
+from gpufleet.errors import GpufleetError, MissingTool
+from gpufleet.provision import Progress
+
+PROJECT = "gpufleet"
+PULUMI_INSTALL = (
+    "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh "
+    "(or brew install pulumi/tap/pulumi), then open a new shell"
+)
+SDK_INSTALL = "pip install 'gpufleet[aws]' (or [gcp], [azure], [clouds])"
+# Where the caller's public address is asked for when --ssh-cidr is not given.
+WHOAMI_URL = "https://checkip.amazonaws.com"
+
+
+def find_pulumi() -> str:
+    """The pulumi CLI, on PATH or where its installer puts it; MissingTool otherwise."""
+    found = shutil.which("pulumi") or next(
+        (str(p) for p in [Path.home() / ".pulumi" / "bin" / "pulumi"] if p.is_file()), None
+    )
+    if not found:
+        raise MissingTool("pulumi", PULUMI_INSTALL)
+    return found
+
+
+def backend_url(explicit: str | None = None) -> str:
+    """--backend, else $PULUMI_BACKEND_URL, else a file backend under $GPUFLEET_HOME."""
+    url = explicit or os.environ.get("PULUMI_BACKEND_URL")
+    if url:
+        return url
+    path = state.home() / "pulumi"
+    path.mkdir(parents=True, exist_ok=True)
+    return f"file://{path}"
+
+
+def passphrase() -> str:
+    """$PULUMI_CONFIG_PASSPHRASE, else one generated once and kept 0600 under $GPUFLEET_HOME."""
+    if "PULUMI_CONFIG_PASSPHRASE" in os.environ:
+        return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+    path = state.home() / "pulumi-passphrase"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()
+
+
+def own_cidr(timeout: float = 3.0) -> str | None:
+    """The caller's public address as a /32, or None when it cannot be learned."""
+    import ipaddress
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(WHOAMI_URL, timeout=timeout) as r:  # noqa: S310
+            addr = ipaddress.ip_address(r.read().decode().strip())
+    except (OSError, ValueError):
+        return None
+    return f"{addr}/{addr.max_prefixlen}"
+
+
+def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
+    """The spec with SSH limited to the caller when it names no CIDR; never silently open."""
+    if spec.ssh_cidrs:
+        return spec
+    cidr = learn()
+    if cidr is None:
+        raise SpecError(
+            "ssh_cidrs",
+            "none given and your public address could not be learned",
+            "pass --ssh-cidr YOUR.PUBLIC.IP/32 (0.0.0.0/0 opens SSH to everyone)",
+        )
+    return spec.model_copy(update={"ssh_cidrs": [cidr]})
+
+
+def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = None) -> Any:
+    from pulumi import automation as auto
+
+    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
+    url = backend_url(backend)
+    env = {"PULUMI_CONFIG_PASSPHRASE": passphrase(), "PULUMI_BACKEND_URL": url}
+    opts = auto.LocalWorkspaceOptions(
+        project_settings=auto.ProjectSettings(
+            name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)
+        ),
+        env_vars=env,
+        pulumi_home=os.environ.get("PULUMI_HOME"),
+    )
+    return auto.create_or_select_stack(
+        stack_name=name, project_name=PROJECT, program=program or (lambda: None), opts=opts
+    )
+
+
+def _import_sdk() -> None:
+    try:
+        import pulumi  # noqa: F401
+        from pulumi import automation  # noqa: F401
+    except ImportError:
+        raise MissingTool("the Pulumi Python SDK", SDK_INSTALL) from None
+
+
+class PulumiProvisioner:
+    """up = `pulumi up` of a stack named after the cluster; down = destroy + remove the stack."""
+
+    def __init__(self, backend: str | None = None):
+        self.backend = backend
+
+    def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
+        # Everything that can fail without touching a cloud fails first, so nothing is made.
+        find_pulumi()
+        _import_sdk()
+        spec = with_ssh_cidrs(spec)
+        from components.registry import provider_config
+        from components.stackconfig import build, exports
+
+        def program() -> None:
+            import pulumi
+
+            for key, value in exports(build(spec)).items():
+                pulumi.export(key, value)
+
+        stack = _stack(spec, self.backend, program)
+        for key, value in provider_config(spec).items():
+            stack.set_config(key, _config_value(value))
+        progress(f"pulumi up: stack {spec.name} ({backend_url(self.backend)})")
+        try:
+            result = stack.up(on_output=_progress_lines(progress), color="never")
+        except BaseException as e:
+            progress("pulumi up failed: destroying what it created")
+            self._destroy(stack, progress)
+            if isinstance(e, Exception):
+                raise GpufleetError(
+                    f"pulumi up failed for {spec.name}: {str(e).strip()[-2000:]}",
+                    hint="fix the cause above and run again; nothing was left behind",
+                ) from e
+            raise
+        outputs = {k: v.value for k, v in result.outputs.items()}
+        return self._info(spec.name, outputs)
+
+    def _info(self, name: str, outputs: dict[str, Any]) -> ClusterInfo:
+        d = state.cluster_dir(name)
+        d.mkdir(parents=True, exist_ok=True)
+        key, kh = d / "id_ed25519", d / "known_hosts"
+        for path, text in ((key, outputs["ssh_private_key"]), (kh, outputs["known_hosts"])):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        return cluster_info_from_outputs(
+            outputs,
+            ssh_key_path=str(key),
+            known_hosts_path=str(kh),
+            provider={"backend": backend_url(self.backend), "stack": name},
+        )
+
+    def _destroy(self, stack: Any, progress: Progress) -> None:
+        stack.destroy(on_output=_progress_lines(progress), color="never")
+        stack.workspace.remove_stack(stack.name)
+
+    def down(self, info: ClusterInfo, progress: Progress) -> None:
+        find_pulumi()
+        _import_sdk()
+        backend = info.provider.get("backend") or self.backend
+        stack = _stack(info.provider.get("stack") or info.name, backend)
+        progress(f"pulumi destroy: stack {stack.name}")
+        self._destroy(stack, progress)
+
+    def status(self, info: ClusterInfo) -> dict[str, str]:
+        # The stack's record, not a cloud API call: `down` works from it either way.
+        return {n.name: "in stack" for n in info.nodes}
+
+
+def _config_value(value: Any) -> Any:
+    from pulumi import automation as auto
+
+    return auto.ConfigValue(value=value if isinstance(value, str) else str(value))
+
+
+def _progress_lines(progress: Progress):
+    """Pulumi's engine output, one progress line per resource event worth showing."""
+
+    def on_output(line: str) -> None:
+        text = line.strip()
+        if text.startswith(("+ ", "- ", "~ ", "created", "deleted")) or " creating" in text:
+            progress(text)
+
+    return on_output
