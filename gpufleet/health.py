@@ -1,0 +1,182 @@
+"""Cluster health: node checks and the fabric probe on every node, and the gate before a job."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.spec import ClusterInfo
+from gpufleet import launch
+from gpufleet.errors import GpufleetError
+from gpufleet.remote import Group
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+REMOTE_DIR = ".gpufleet/health"
+CHECK = "health_check.py"
+PROBE = "allreduce_probe.py"
+PROBE_MARK = "GPUFLEET_ALLREDUCE "
+
+
+@dataclass
+class Expected:
+    """What the catalog says a node of this cluster has."""
+
+    gpus: int = 0
+    gpu_model: str = ""
+    gpu_memory_gib: float = 0.0
+    fabric: str = "none"
+    nvswitch: bool = False
+    busbw_baseline_gbps: float | None = None
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    ok: bool
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why it failed (or, when it passed, the notes of its checks)."""
+        if self.error:
+            return [self.error]
+        picked = [c for c in self.checks if not c.get("ok", False)] if not self.ok else self.checks
+        return [f"{c.get('name')}: {c.get('detail', '')}".strip() for c in picked]
+
+
+class UnhealthyCluster(GpufleetError):
+    """The health gate found failing nodes; the job was not started."""
+
+    exit_code = 5
+
+    def __init__(self, cluster: str, failed: list[NodeHealth]):
+        names = ", ".join(h.node for h in failed)
+        why = "; ".join(f"{h.node}: {', '.join(h.reasons)}" for h in failed)
+        super().__init__(
+            f"health gate: {names} of {cluster} failed the node check ({why})",
+            hint=f"inspect with `gpufleet health {cluster}`; replace or repair those nodes",
+        )
+        self.failed = failed
+
+
+def expected_for(info: ClusterInfo) -> Expected:
+    """The catalog's figures for the cluster's instance type; nothing expected on the sandbox."""
+    from components import catalog
+    from components.errors import CatalogError
+
+    if info.cloud in ("local", "ssh") or not info.instance_type:
+        return Expected(fabric=info.fabric)
+    try:
+        it = catalog.lookup(info.cloud, info.instance_type)
+    except CatalogError:
+        return Expected(gpus=info.head.gpus, fabric=info.fabric)
+    return Expected(
+        gpus=it.gpus,
+        gpu_model=it.gpu_model,
+        gpu_memory_gib=it.gpu_memory_gib,
+        fabric=it.fabric,
+        nvswitch=it.nvswitch,
+        busbw_baseline_gbps=it.allreduce_busbw_gbps,
+    )
+
+
+def check_command(info: ClusterInfo, exp: Expected) -> str:
+    import shlex
+
+    args = [info.python, f"{REMOTE_DIR}/{CHECK}", "--expect-gpus", str(exp.gpus)]
+    args += ["--fabric", exp.fabric]
+    if exp.gpu_model:
+        args += ["--expect-model", exp.gpu_model]
+    if exp.gpu_memory_gib:
+        args += ["--expect-memory-gib", str(exp.gpu_memory_gib)]
+    if exp.nvswitch:
+        args.append("--nvswitch")
+    return shlex.join(args)
+
+
+def parse_report(node: str, exit_code: int | None, stdout: str, error: str | None) -> NodeHealth:
+    """One node's check output -> NodeHealth; anything unreadable is a failure with the reason."""
+    if error:
+        return NodeHealth(node, False, error=error)
+    doc = None
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                doc = None
+            break
+    if doc is None:
+        try:
+            doc = json.loads(stdout)
+        except ValueError:
+            return NodeHealth(node, False, error=f"check exited {exit_code} without a JSON report")
+    return NodeHealth(node, bool(doc.get("ok")), checks=list(doc.get("checks", [])))
+
+
+def _upload(group: Group) -> None:
+    group.put({f"{REMOTE_DIR}/{n}": (SCRIPTS / n).read_text() for n in (CHECK, PROBE)})
+
+
+def check_cluster(info: ClusterInfo, group: Group, timeout: float = 600) -> dict[str, NodeHealth]:
+    """Run the node check everywhere at once; node name -> its health."""
+    _upload(group)
+    cmd = check_command(info, expected_for(info))
+    results = group.run(cmd, check=False, timeout=timeout)
+    return {
+        name: parse_report(name, r.exit_code, r.stdout, r.error or _stderr_error(r))
+        for name, r in results.items()
+    }
+
+
+def _stderr_error(r: Any) -> str | None:
+    if r.exit_code not in (0, None) and not r.stdout.strip():
+        return f"check exited {r.exit_code}: {r.stderr.strip()[-300:]}"
+    return None
+
+
+def fabric_probe(
+    info: ClusterInfo, group: Group, sizes: str | None = None, iters: int = 5, stream: Any = None
+) -> dict[str, Any]:
+    """An all-reduce across the whole cluster through our launcher; rank 0's JSON report."""
+    _upload(group)
+    cmd = [f"{REMOTE_DIR}/{PROBE}", "--iters", str(iters), "--fabric", info.fabric]
+    if sizes:
+        cmd += ["--sizes", sizes]
+    opts = launch.LaunchOptions(
+        launcher="torchrun",
+        command=cmd,
+        master_port=29500 + secrets.randbelow(1000),
+        run_id="health-" + secrets.token_hex(3),
+    )
+    group.put(launch.run_files(info, opts))
+    commands = {n.name: launch.node_command(info, i, opts) for i, n in enumerate(info.nodes)}
+    results = group.run(commands, check=False, stream=stream, what="fabric probe")  # type: ignore[arg-type]
+    for line in results[info.head.name].stdout.splitlines():
+        if line.startswith(PROBE_MARK):
+            report = json.loads(line[len(PROBE_MARK) :])
+            report["baseline_busbw_gbps"] = expected_for(info).busbw_baseline_gbps
+            return report
+    failed = {n: r.exit_code for n, r in results.items() if not r.ok}
+    raise GpufleetError(
+        f"fabric probe gave no report (exit codes {failed or 'all 0'})",
+        hint="see the node output above; torch must be installed on the nodes",
+    )
+
+
+def gate(info: ClusterInfo, group: Group) -> dict[str, NodeHealth]:
+    """Raise UnhealthyCluster naming the failing nodes; return the reports when all pass."""
+    reports = check_cluster(info, group)
+    failed = [h for h in reports.values() if not h.ok]
+    if failed:
+        raise UnhealthyCluster(info.name, failed)
+    return reports
+
+
+def gate_hook(info: ClusterInfo, group: Group) -> None:
+    """The `run --health-gate` hook."""
+    gate(info, group)
