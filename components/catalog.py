@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.errors import CatalogError
+from components.errors import CatalogEntryError, CatalogError
 
 DATA = Path(__file__).with_name("catalog.yaml")
 
@@ -27,7 +27,10 @@ class InstanceType:
     price_per_hour: float | None = None
     price_region: str | None = None
     price_date: str | None = None
+    price_source: str | None = None
     allreduce_busbw_gbps: float | None = None
+    machine_type: str | None = None  # the VM's machine type when it differs from `name` (GCP N1)
+    accelerator: str | None = None  # GPU attached to that machine type (GCP N1)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -40,12 +43,38 @@ def load() -> tuple[InstanceType, ...]:
     """Every catalog entry, in file order."""
     import yaml
 
-    raw = yaml.safe_load(DATA.read_text())
+    return parse(yaml.safe_load(DATA.read_text()))
+
+
+def parse(raw: dict) -> tuple[InstanceType, ...]:
+    """Entries of a catalog document, each checked; a CatalogEntryError names the bad one."""
     out = []
     for cloud, entries in raw["clouds"].items():
         for name, e in entries.items():
-            out.append(InstanceType(cloud=cloud, name=name, **e))
+            try:
+                it = InstanceType(cloud=cloud, name=name, **e)
+            except TypeError as err:
+                raise CatalogEntryError(cloud, name, str(err)) from None
+            check(it)
+            out.append(it)
     return tuple(out)
+
+
+def check(it: InstanceType) -> None:
+    """Reject an entry that would render a wrong fleet."""
+    from components.fabric import FABRICS
+
+    problems = []
+    if it.fabric not in FABRICS:
+        problems.append(f"fabric {it.fabric!r} is not one of {', '.join(FABRICS)}")
+    if it.gpus < 1:
+        problems.append("gpus must be at least 1")
+    if (it.fabric == "efa") != (it.efa_interfaces > 0):
+        problems.append("efa_interfaces > 0 exactly when fabric is efa")
+    if it.price_per_hour is not None and (it.price_per_hour <= 0 or not it.price_region):
+        problems.append("a price needs a positive value and its price_region")
+    if problems:
+        raise CatalogEntryError(it.cloud, it.name, "; ".join(problems))
 
 
 def types(cloud: str | None = None, gpu: str | None = None) -> list[InstanceType]:

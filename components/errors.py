@@ -42,3 +42,15 @@ class CatalogError(GpufleetError):
         )
         self.instance_type = instance_type
         self.cloud = cloud
+
+
+class CatalogEntryError(GpufleetError):
+    """A catalog entry is malformed (a defect in catalog.yaml, not in user input)."""
+
+    def __init__(self, cloud: str, name: str, problem: str):
+        super().__init__(
+            f"catalog entry {cloud}/{name}: {problem}", hint="fix components/catalog.yaml"
+        )
+        self.cloud = cloud
+        self.name = name
+        self.problem = problem

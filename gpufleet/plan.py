@@ -45,7 +45,9 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
         "price_per_node_hour": it.price_per_hour,
         "price_region": it.price_region,
         "price_date": it.price_date,
-        "estimated_usd_per_hour": round(spec.nodes * it.price_per_hour, 3),
+        "estimated_usd_per_hour": (
+            round(spec.nodes * it.price_per_hour, 3) if it.price_per_hour else None
+        ),
         "resources": [
             {"type": r.type, "name": r.name, "summary": _summary(r.inputs), "inputs": r.inputs}
             for r in plan.resources

@@ -66,3 +66,11 @@ def parse_pairs(items: list[str], field: str) -> dict[str, str]:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def console() -> Any:
+    """A rich console; when output is piped, wide enough that tables are not cut."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=200)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import node_printer, print_json, progress
+from gpufleet.cli.common import console, node_printer, print_json, progress
 
 
 def health(
@@ -52,17 +52,16 @@ def health(
 
 
 def _print(name: str, reports: dict, probe: dict | None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     table = Table(title=f"health of {name}")
     for col in ("node", "verdict", "why"):
         table.add_column(col, overflow="fold")
     for node, r in reports.items():
         verdict = "[green]pass[/green]" if r.ok else "[red]FAIL[/red]"
         table.add_row(node, verdict, "; ".join(r.reasons))
-    console.print(table)
+    out.print(table)
     if probe:
         t = Table(title=f"all-reduce ({probe.get('backend')}, {probe.get('world_size')} ranks)")
         for col in ("bytes", "time_us", "algbw GB/s", "busbw GB/s"):
@@ -74,9 +73,9 @@ def _print(name: str, reports: dict, probe: dict | None) -> None:
                 f"{row.get('algbw_gbps', 0):.3f}",
                 f"{row.get('busbw_gbps', 0):.3f}",
             )
-        console.print(t)
+        out.print(t)
         if probe.get("verdict"):
-            console.print(probe["verdict"])
+            out.print(probe["verdict"])
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import print_json
+from gpufleet.cli.common import console, print_json
 
 
 def plan(
@@ -26,7 +26,6 @@ def plan(
     if as_json:
         print_json(doc)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"stack {stack}: {len(doc['resources'])} resources")
@@ -34,12 +33,20 @@ def plan(
         table.add_column(col, overflow="fold")
     for r in doc["resources"]:
         table.add_row(r["type"], r["name"], r["summary"])
-    console = Console()
-    console.print(table)
-    console.print(
+    out = console()
+    out.print(table)
+    out.print(
         f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
-        f"{', spot' if doc['spot'] else ''}): about ${doc['estimated_usd_per_hour']:.2f}/hour "
-        f"on demand ({doc['price_region']}, prices of {doc['price_date']})"
+        f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
+    )
+
+
+def _cost(doc: dict) -> str:
+    if doc["estimated_usd_per_hour"] is None:
+        return "no on-demand price in the catalog"
+    return (
+        f"about ${doc['estimated_usd_per_hour']:.2f}/hour on demand "
+        f"({doc['price_region']}, prices of {doc['price_date']})"
     )
 
 
