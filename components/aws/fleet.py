@@ -1,0 +1,144 @@
+"""`gpufleet:aws:GpuFleet`: EFA launch templates, instances in a cluster placement group."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.network import build_network
+from components.catalog import lookup
+from components.fleet import GpufleetComponent
+
+# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6).
+DLAMI_SSM_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
+
+
+def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[Any]:
+    """One interface per network card: EFA on cards 0..N-1 when the type has EFA, else one ENA.
+
+    Card 0 holds the primary (device 0); the others use device 1, the layout AWS documented
+    for multi-card EFA types and tools such as dstack use (facts §1.2).
+    """
+    single = efa_interfaces <= 1
+    common = {
+        "subnet_id": subnet_id,
+        "security_groups": [sg_id],
+        "delete_on_termination": "true",  # typed str in the provider (facts §0.3)
+    }
+    if efa_interfaces == 0:
+        return [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                device_index=0, network_card_index=0, associate_public_ip_address="true", **common
+            )
+        ]
+    return [
+        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            device_index=0 if card == 0 else 1,
+            network_card_index=card,
+            interface_type="efa",
+            # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
+            associate_public_ip_address="true" if single else None,
+            **common,
+        )
+        for card in range(efa_interfaces)
+    ]
+
+
+class GpuFleet(GpufleetComponent):
+    cloud = "aws"
+
+    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+        super().__init__(name, spec, opts, **kw)
+        it = lookup("aws", spec.instance_type)
+        tags = self.tags
+        child = self.child()
+        region = spec.effective_region
+        net = build_network(name, spec, tags, child, region)
+
+        placement = aws.ec2.PlacementGroup(
+            f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
+        )
+        ami = spec.image or aws.ssm.get_parameter_output(name=DLAMI_SSM_PARAMETER).value
+        nics = network_interfaces(it.efa_interfaces, net.subnet_id, net.security_group.id)
+        market = None
+        if spec.spot:
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                    instance_interruption_behavior="terminate", spot_instance_type="one-time"
+                ),
+            )
+
+        instances, eips = [], []
+        for i in range(spec.nodes):
+            # One template per node: only the user data (its own host key) differs.
+            template = aws.ec2.LaunchTemplate(
+                f"{name}-node-{i}-lt",
+                image_id=ami,
+                instance_type=it.name,
+                network_interfaces=nics,
+                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name),
+                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                ),
+                block_device_mappings=[
+                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                        device_name=ROOT_DEVICE,
+                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                            volume_size=spec.disk_gb,
+                            volume_type="gp3",
+                            encrypted="true",
+                            delete_on_termination="true",
+                        ),
+                    )
+                ],
+                instance_market_options=market,
+                # The node's TTL timer powers it off; AWS then terminates it (facts §1.9).
+                instance_initiated_shutdown_behavior="terminate",
+                user_data=self.user_data(i).apply(
+                    lambda text: base64.b64encode(text.encode()).decode()
+                ),
+                tag_specifications=[
+                    aws.ec2.LaunchTemplateTagSpecificationArgs(
+                        resource_type=kind, tags={**tags, "Name": f"{name}-node-{i}"}
+                    )
+                    for kind in ("instance", "volume", "network-interface")
+                ],
+                tags={**tags, "Name": f"{name}-node-{i}-lt"},
+                opts=child,
+            )
+            inst = aws.ec2.Instance(
+                f"{name}-node-{i}",
+                launch_template=aws.ec2.InstanceLaunchTemplateArgs(
+                    id=template.id, version=template.latest_version.apply(lambda v: str(int(v)))
+                ),
+                tags={**tags, "Name": f"{name}-node-{i}"},
+                opts=child,
+            )
+            instances.append(inst)
+            if it.efa_interfaces > 1:
+                eips.append(
+                    aws.ec2.Eip(
+                        f"{name}-node-{i}-eip",
+                        domain="vpc",
+                        network_interface=inst.primary_network_interface_id,
+                        tags={**tags, "Name": f"{name}-node-{i}-eip"},
+                        opts=child,
+                    )
+                )
+        self.finish(
+            [
+                {
+                    "private_ip": inst.private_ip,
+                    "public_ip": eips[i].public_ip if eips else inst.public_ip,
+                    "id": inst.id,
+                }
+                for i, inst in enumerate(instances)
+            ]
+        )

@@ -1,0 +1,37 @@
+"""Shared helpers for stack tests: plan a stack file under mocks, look at what it registers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import stackconfig
+from components.contract import OUTPUT_NAMES, cluster_info_from_outputs
+from components.preview import Plan, evaluate
+
+
+def plan(stack: str, **overrides: Any) -> Plan:
+    """Evaluate stack `stack` (with spec fields overridden) under Pulumi mocks."""
+    config = stackconfig.stack_config(stack)
+    spec = stackconfig.spec_from_config(config, stack=stack)
+    if overrides:
+        spec = spec.model_copy(update=overrides)
+    return evaluate(
+        lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
+        config=stackconfig.pulumi_config(config),
+        stack=stack,
+    )
+
+
+def assert_contract(p: Plan, nodes: int) -> None:
+    """The outputs every cloud shares, and the ClusterInfo the CLI builds from them."""
+    assert tuple(p.outputs) == OUTPUT_NAMES
+    info = cluster_info_from_outputs(p.outputs, ssh_key_path="/k", known_hosts_path="/kh")
+    assert [n.name for n in info.nodes] == [f"node-{i}" for i in range(nodes)]
+    assert all(n.private_ip and n.public_ip and n.host_key for n in info.nodes)
+    for n in info.nodes:
+        assert n.host_key in p.outputs["known_hosts"]
+    assert info.expires_at == 1_900_000_000
+
+
+def tagged_with_cluster(tags: dict | None, cluster: str) -> bool:
+    return bool(tags) and tags.get("gpufleet-cluster") == cluster and "gpufleet-expires" in tags
