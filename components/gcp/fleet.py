@@ -1,0 +1,128 @@
+"""`gpufleet:gcp:GpuFleet`: GPU VMs with TERMINATE maintenance, gVNIC and one compact policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.catalog import lookup
+from components.fleet import GpufleetComponent
+from components.gcp.network import build_networks
+
+# Deep Learning VM image family (facts §2.6: resolve at deploy time; names drift).
+DLVM_PROJECT = "deeplearning-platform-release"
+DLVM_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
+COMPACT_SERIES = ("a2-", "a3-")
+
+
+def scheduling(spec: Any) -> Any:
+    """GPU VMs cannot live-migrate; spot when asked; the TTL as a run-time limit that deletes."""
+    args: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": False}
+    if spec.spot:
+        args.update(provisioning_model="SPOT", preemptible=True)
+    else:
+        args.update(provisioning_model="STANDARD")
+    if spec.ttl_minutes:
+        args.update(
+            instance_termination_action="DELETE",
+            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(
+                seconds=spec.ttl_minutes * 60
+            ),
+        )
+    elif spec.spot:
+        args.update(instance_termination_action="DELETE")
+    return gcp.compute.InstanceSchedulingArgs(**args)
+
+
+def labels(tags: dict[str, str]) -> dict[str, str]:
+    """GCP labels: lowercase keys and values of letters, digits, '-' and '_'."""
+    import re
+
+    def clean(s: str) -> str:
+        return re.sub(r"[^a-z0-9_-]", "_", s.lower())[:63]
+
+    return {clean(k): clean(v) for k, v in tags.items()}
+
+
+class GpuFleet(GpufleetComponent):
+    cloud = "gcp"
+
+    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+        super().__init__(name, spec, opts, **kw)
+        it = lookup("gcp", spec.instance_type)
+        child = self.child()
+        region = spec.effective_region
+        zone = spec.zone or f"{region}-a"
+        node_labels = labels(self.tags)
+        nets = build_networks(name, spec, it.extra_nics, child, region)
+
+        policy = None
+        if spec.nodes > 1 and it.name.startswith(COMPACT_SERIES):
+            # No vm_count: with it, no VM finishes creating until all are requested (facts §0.8).
+            policy = gcp.compute.ResourcePolicy(
+                f"{name}-compact",
+                region=region,
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    collocation="COLLOCATED", availability_domain_count=1
+                ),
+                opts=child,
+            )
+        image = (
+            spec.image
+            or gcp.compute.get_image_output(family=DLVM_FAMILY, project=DLVM_PROJECT).self_link
+        )
+        accelerators = None
+        if it.accelerator:  # N1: GPUs are attached; A2/A3/G2 come with theirs (facts §2.1)
+            accelerators = [
+                gcp.compute.InstanceGuestAcceleratorArgs(type=it.accelerator, count=it.gpus)
+            ]
+        ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
+
+        vms = []
+        for i in range(spec.nodes):
+            nics = [
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=nets.network,
+                    subnetwork=nets.subnetwork,
+                    nic_type="GVNIC",
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                )
+            ]
+            nics += [
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=gnet, subnetwork=gsub, nic_type="GVNIC"
+                )
+                for gnet, gsub in nets.gpu
+            ]
+            vm = gcp.compute.Instance(
+                f"{name}-node-{i}",
+                machine_type=it.machine_type or it.name,
+                zone=zone,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=image, size=spec.disk_gb, type="pd-ssd", labels=node_labels
+                    )
+                ),
+                network_interfaces=nics,
+                guest_accelerators=accelerators,
+                scheduling=scheduling(spec),
+                resource_policies=policy.self_link if policy else None,
+                metadata={"user-data": self.user_data(i), "ssh-keys": ssh_key},
+                labels=node_labels,
+                tags=[name],
+                allow_stopping_for_update=True,
+                opts=child,
+            )
+            vms.append(vm)
+        self.finish(
+            [
+                {
+                    "private_ip": vm.network_interfaces[0].network_ip,
+                    "public_ip": vm.network_interfaces[0].access_configs[0].nat_ip,
+                    "id": vm.instance_id,
+                }
+                for vm in vms
+            ]
+        )

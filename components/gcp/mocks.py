@@ -1,0 +1,30 @@
+"""What GCP would fill in, for the offline plan and the tests (components/preview.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FAKE_IMAGE = "projects/deeplearning-platform-release/global/images/common-cu128-mock"
+
+
+def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
+    if typ == "gcp:compute/instance:Instance":
+        nics = [dict(n) for n in inputs.get("networkInterfaces", [])]
+        for k, nic in enumerate(nics):
+            nic["networkIp"] = f"10.43.{k}.{10 + count % 200}"
+            if nic.get("accessConfigs"):
+                nic["accessConfigs"] = [{"natIp": f"198.51.100.{10 + count % 200}"}]
+        return {"networkInterfaces": nics, "instanceId": f"{1000 + count}"}
+    if typ in ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:compute/network:Network"):
+        return {"selfLink": f"https://www.googleapis.com/compute/v1/projects/p/x/{name}"}
+    return None
+
+
+def fake_call(token: str, args: dict[str, Any]) -> dict | None:
+    if token == "gcp:compute/getImage:getImage":
+        return {
+            "selfLink": FAKE_IMAGE,
+            "family": args.get("family"),
+            "project": args.get("project"),
+        }
+    return None

@@ -1,0 +1,83 @@
+"""GCP fleet VPCs: primary network with SSH and internal firewalls, plus the A3 GPU networks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+PRIMARY_CIDR = "10.43.0.0/20"
+# A3 GPU NICs: one VPC and subnet each (Cluster Toolkit's multivpc layout, facts §2.5).
+GPU_NET_MTU = 8244
+
+
+def gpu_subnet_cidr(k: int) -> str:
+    return f"10.44.{k}.0/24"
+
+
+@dataclass
+class Networks:
+    network: Any  # self link or name
+    subnetwork: Any
+    gpu: list[tuple[Any, Any]]  # (network, subnetwork) per extra NIC
+
+
+def build_networks(
+    name: str, spec: Any, extra_nics: int, opts: pulumi.ResourceOptions, region: str
+) -> Networks:
+    if spec.vpc_id and spec.subnet_id:
+        network, subnetwork = spec.vpc_id, spec.subnet_id
+        internal = None
+    else:
+        net = gcp.compute.Network(
+            f"{name}-net", auto_create_subnetworks=False, mtu=GPU_NET_MTU, opts=opts
+        )
+        sub = gcp.compute.Subnetwork(
+            f"{name}-subnet", network=net.id, ip_cidr_range=PRIMARY_CIDR, region=region, opts=opts
+        )
+        network, subnetwork = net.id, sub.id
+        internal = PRIMARY_CIDR
+    gcp.compute.Firewall(
+        f"{name}-ssh",
+        network=network,
+        direction="INGRESS",
+        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+        source_ranges=spec.ssh_cidrs,
+        target_tags=[name],
+        opts=opts,
+    )
+    gcp.compute.Firewall(
+        f"{name}-internal",
+        network=network,
+        direction="INGRESS",
+        allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
+        # An existing network: allow the fleet's own VMs by tag rather than guessing its ranges.
+        source_ranges=[internal] if internal else None,
+        source_tags=None if internal else [name],
+        target_tags=[name],
+        opts=opts,
+    )
+    gpu = []
+    for k in range(extra_nics):
+        gnet = gcp.compute.Network(
+            f"{name}-gpu{k}-net", auto_create_subnetworks=False, mtu=GPU_NET_MTU, opts=opts
+        )
+        gsub = gcp.compute.Subnetwork(
+            f"{name}-gpu{k}-subnet",
+            network=gnet.id,
+            ip_cidr_range=gpu_subnet_cidr(k),
+            region=region,
+            opts=opts,
+        )
+        gcp.compute.Firewall(
+            f"{name}-gpu{k}-internal",
+            network=gnet.id,
+            direction="INGRESS",
+            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
+            source_ranges=[gpu_subnet_cidr(k)],
+            opts=opts,
+        )
+        gpu.append((gnet.id, gsub.id))
+    return Networks(network=network, subnetwork=subnetwork, gpu=gpu)

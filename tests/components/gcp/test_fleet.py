@@ -1,0 +1,90 @@
+"""GCP stacks under mocks: maintenance, gVNIC, compact policy, spot + TTL, A3 NICs, labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
+
+VM = "gcp:compute/instance:Instance"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+
+
+@pytest.fixture(scope="module")
+def a2():
+    return plan("gcp-a2")
+
+
+def test_every_vm_terminates_on_maintenance_and_uses_gvnic(a2):
+    vms = a2.of_type(VM)
+    assert len(vms) == 2
+    for vm in vms:
+        assert vm.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+        assert all(n["nicType"] == "GVNIC" for n in vm.inputs["networkInterfaces"])
+        assert "guestAccelerators" not in vm.inputs  # A2 GPUs come with the machine type
+
+
+def test_vms_share_one_compact_policy_without_vm_count(a2):
+    (policy,) = a2.of_type(POLICY)
+    gp = policy.inputs["groupPlacementPolicy"]
+    assert gp["collocation"] == "COLLOCATED" and "vmCount" not in gp
+    links = {vm.inputs["resourcePolicies"] for vm in a2.of_type(VM)}
+    assert links == {f"https://www.googleapis.com/compute/v1/projects/p/x/{policy.name}"}
+
+
+def test_spot_with_ttl_deletes_at_max_run_duration(a2):
+    for vm in a2.of_type(VM):
+        s = vm.inputs["scheduling"]
+        assert s["provisioningModel"] == "SPOT" and s["preemptible"] is True
+        assert s["instanceTerminationAction"] == "DELETE"
+        assert s["maxRunDuration"]["seconds"] == 240 * 60
+
+
+def test_ssh_firewall_only_from_stack_cidrs(a2):
+    fws = {f.name: f for f in a2.of_type("gcp:compute/firewall:Firewall")}
+    ssh = fws["gcp-a2-ssh"].inputs
+    assert ssh["sourceRanges"] == ["203.0.113.0/24"] and ssh["allows"][0]["ports"] == ["22"]
+    assert all("0.0.0.0/0" not in f.inputs.get("sourceRanges", []) for f in fws.values())
+    assert fws["gcp-a2-internal"].inputs["allows"] == [{"protocol": "all"}]
+
+
+def test_a3_has_four_gpu_nics_each_on_its_own_network():
+    p = plan("gcp-a3")
+    for vm in p.of_type(VM):
+        nics = vm.inputs["networkInterfaces"]
+        assert len(nics) == 5 and all(n["nicType"] == "GVNIC" for n in nics)
+        assert len({n["network"] for n in nics}) == 5
+        assert [bool(n.get("accessConfigs")) for n in nics] == [True] + [False] * 4
+    assert len(p.of_type("gcp:compute/network:Network")) == 5
+    assert p.outputs["fabric"] == "tcpx"
+
+
+def test_g2_has_no_compact_policy_and_standard_provisioning():
+    p = plan("gcp-g2")
+    assert not p.of_type(POLICY)
+    for vm in p.of_type(VM):
+        assert vm.inputs["scheduling"]["provisioningModel"] == "STANDARD"
+        assert vm.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+
+
+def test_n1_shape_attaches_its_gpu():
+    p = plan("gcp-g2", instance_type="n1-standard-8+t4", nodes=1)
+    (vm,) = p.of_type(VM)
+    assert vm.inputs["machineType"] == "n1-standard-8"
+    assert vm.inputs["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
+
+
+def test_image_user_data_ssh_keys_and_labels(a2):
+    from components.gcp.mocks import FAKE_IMAGE
+
+    for i, vm in enumerate(a2.of_type(VM)):
+        assert vm.inputs["bootDisk"]["initializeParams"]["image"] == FAKE_IMAGE
+        md = vm.inputs["metadata"]
+        assert md["user-data"].startswith("#cloud-config")
+        assert f"MOCK-gcp-a2-node-{i}-host-key" in md["user-data"]
+        assert md["ssh-keys"].startswith("gpufleet:ssh-ed25519 ")
+        assert tagged_with_cluster(vm.inputs["labels"], "gcp-a2")
+
+
+def test_contract_outputs(a2):
+    assert_contract(a2, 2)
