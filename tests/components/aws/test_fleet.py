@@ -77,7 +77,8 @@ def test_imdsv2_encrypted_gp3_root_and_shutdown_terminates(p4d):
 def test_dlami_from_ssm_and_user_data_is_base64_cloud_init(p4d):
     from components.aws.mocks import FAKE_AMI
 
-    for i, lt in enumerate(p4d.of_type(LT)):
+    for lt in p4d.of_type(LT):
+        i = lt.name.split("-")[-2]  # aws-p4d-node-<i>-lt
         assert lt.inputs["imageId"] == FAKE_AMI
         text = base64.b64decode(lt.inputs["userData"]).decode()
         assert text.startswith("#cloud-config")

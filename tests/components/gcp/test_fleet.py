@@ -77,7 +77,8 @@ def test_n1_shape_attaches_its_gpu():
 def test_image_user_data_ssh_keys_and_labels(a2):
     from components.gcp.mocks import FAKE_IMAGE
 
-    for i, vm in enumerate(a2.of_type(VM)):
+    for vm in a2.of_type(VM):
+        i = vm.name.rsplit("-", 1)[1]
         assert vm.inputs["bootDisk"]["initializeParams"]["image"] == FAKE_IMAGE
         md = vm.inputs["metadata"]
         assert md["user-data"].startswith("#cloud-config")
