@@ -52,12 +52,19 @@ class GpufleetComponent(pulumi.ComponentResource):
         """Options for a child resource: parented to this component."""
         return pulumi.ResourceOptions(parent=self, **kw)
 
-    def user_data(self, index: int) -> pulumi.Output[str]:
-        """Node `index`'s cloud-init text (plain; encode per cloud)."""
+    def user_data(
+        self, index: int, extra: dict[str, pulumi.Input[str]] | None = None
+    ) -> pulumi.Output[str]:
+        """Node `index`'s cloud-init text (plain; encode per cloud); `extra` lands in its env."""
         host = self.keys.hosts[index]
         spec = self.spec
+        extra = extra or {}
+        names = list(extra)
         return pulumi.Output.all(
-            self.keys.user.public_key_openssh, host.private_key_openssh, host.public_key_openssh
+            self.keys.user.public_key_openssh,
+            host.private_key_openssh,
+            host.public_key_openssh,
+            *[extra[k] for k in names],
         ).apply(
             lambda v: render_cloud_init(
                 BootstrapContext(
@@ -72,6 +79,7 @@ class GpufleetComponent(pulumi.ComponentResource):
                     host_public_key=v[2],
                     fabric=spec.fabric,
                     expires_at=self.expires_at,
+                    extra=dict(zip(names, v[3:], strict=True)),
                 )
             )
         )

@@ -1,0 +1,82 @@
+"""Azure stacks under mocks: one availability set + PPG, VNet clear of 172.16/16, HPC image, NSG."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+
+import pytest
+
+from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
+
+VM = "azure-native:compute:VirtualMachine"
+UNTAGGABLE = {
+    "tls:index/privateKey:PrivateKey",
+    "gpufleet:azure:GpuFleet",
+    "azure-native:network:Subnet",
+    "azure-native:authorization:RoleAssignment",
+}
+
+
+@pytest.fixture(scope="module")
+def nd():
+    return plan("azure-nd-a100")
+
+
+def test_nodes_share_one_availability_set_in_one_proximity_group(nd):
+    (avset,) = nd.of_type("azure-native:compute:AvailabilitySet")
+    (ppg,) = nd.of_type("azure-native:compute:ProximityPlacementGroup")
+    vms = nd.of_type(VM)
+    assert len(vms) == 2
+    assert {vm.inputs["availabilitySet"]["id"] for vm in vms} == {f"{avset.name}-id"}
+    assert len({vm.inputs["proximityPlacementGroup"]["id"] for vm in vms}) == 1
+    assert avset.inputs["proximityPlacementGroup"]["id"] == f"{ppg.name}-id"
+
+
+def test_vnet_avoids_the_rdma_range(nd):
+    vnet = nd.one("azure-native:network:VirtualNetwork")
+    reserved = ipaddress.ip_network("172.16.0.0/16")
+    for prefix in vnet.inputs["addressSpace"]["addressPrefixes"]:
+        assert not ipaddress.ip_network(prefix).overlaps(reserved)
+
+
+def test_accelerated_networking_and_ssh_only_from_stack_cidrs(nd):
+    for nic in nd.of_type("azure-native:network:NetworkInterface"):
+        assert nic.inputs["enableAcceleratedNetworking"] is True
+    (rule,) = nd.one("azure-native:network:NetworkSecurityGroup").inputs["securityRules"]
+    assert rule["destinationPortRange"] == "22" and rule["access"] == "Allow"
+    assert rule["sourceAddressPrefixes"] == ["203.0.113.0/24"]
+
+
+def test_hpc_image_and_custom_data_with_ttl_identity(nd):
+    for vm in nd.of_type(VM):
+        ref = vm.inputs["storageProfile"]["imageReference"]
+        assert (ref["publisher"], ref["offer"], ref["sku"]) == (
+            "microsoft-dsvm",
+            "ubuntu-hpc",
+            "2204",
+        )
+        text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
+        assert text.startswith("#cloud-config")
+        assert vm.inputs["identity"]["type"] == "UserAssigned"
+        assert "priority" not in vm.inputs
+    role = nd.one("azure-native:authorization:RoleAssignment")
+    assert role.inputs["roleDefinitionId"].endswith("9980e02c-c2be-4d73-94e8-173b1dc7cf3c")
+
+
+def test_spot_evicts_by_deletion():
+    p = plan("azure-nd-h100", spot=True)
+    for vm in p.of_type(VM):
+        assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
+
+
+def test_every_taggable_resource_carries_cluster_and_expiry(nd):
+    for r in nd.resources:
+        if r.type in UNTAGGABLE:
+            continue
+        assert tagged_with_cluster(r.inputs.get("tags"), "azure-nd-a100"), r.type
+
+
+def test_contract_outputs(nd):
+    assert_contract(nd, 2)
+    assert nd.outputs["fabric"] == "infiniband" and nd.outputs["ssh_user"] == "azureuser"
