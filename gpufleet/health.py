@@ -76,7 +76,7 @@ def expected_for(info: ClusterInfo) -> Expected:
         return Expected(gpus=info.head.gpus, fabric=info.fabric)
     return Expected(
         gpus=it.gpus,
-        gpu_model=it.gpu_model,
+        gpu_model=it.gpu_model.split("-")[0],  # nvidia-smi names differ: "NVIDIA H100 80GB HBM3"
         gpu_memory_gib=it.gpu_memory_gib,
         fabric=it.fabric,
         nvswitch=it.nvswitch,
