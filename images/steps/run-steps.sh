@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run every step in order, timing each into /var/log/gpufleet/steps.log; stop at the first failure.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+R="${GPUFLEET_ROOT:-}"
+log="$R/var/log/gpufleet/steps.log"
+mkdir -p "$(dirname "$log")" "$R/var/lib/gpufleet"
+: >"$log"
+for step in "$here"/[0-9][0-9]-*.sh; do
+  name="$(basename "$step" .sh)"
+  [ "$name" = 90-ready ] && continue
+  start="$(date +%s%N)"
+  if out="$(bash "$step" 2>&1)"; then result=ok; else result=failed; fi
+  printf '%s\n' "$out"
+  case "$out" in *"already satisfied"*) [ "$result" = ok ] && result=satisfied ;; *"skipped:"*) [ "$result" = ok ] && result=skipped ;; esac
+  ms=$((($(date +%s%N) - start) / 1000000))
+  printf '%s %s %d.%03d\n' "$name" "$result" $((ms / 1000)) $((ms % 1000)) >>"$log"
+  [ "$result" = failed ] && { echo "gpufleet: step $name failed" >&2; exit 1; }
+done
+bash "$here/90-ready.sh"
