@@ -9,6 +9,7 @@ import pulumi
 import pulumi_azure_native as az
 
 from components.catalog import lookup
+from components.errors import SpecError
 from components.fleet import GpufleetComponent
 
 # Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
@@ -24,12 +25,33 @@ HPC_IMAGE = {
 VM_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 
 
+def check_spec(spec: Any, fabric: str) -> None:
+    """Azure-specific refusals, before anything is declared."""
+    if not spec.ssh_cidrs:
+        raise SpecError(
+            "ssh_cidrs",
+            "is empty; the NSG would have no address to let SSH in from",
+            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
+        )
+    if spec.spot and fabric == "infiniband":
+        # ARM refuses Spot VMs in an availability set ("Azure Spot Virtual Machine is not
+        # supported in Availability Set", kubernetes-sigs/cluster-api-provider-azure#4432), and
+        # without one (or a scale set) the nodes share no InfiniBand network (facts §3.2).
+        raise SpecError(
+            "spot",
+            f"{spec.instance_type} needs its nodes in one availability set for InfiniBand, "
+            "and Azure allows no Spot VM in an availability set",
+            "set spot: false, or pick a size without InfiniBand (e.g. Standard_NC96ads_A100_v4)",
+        )
+
+
 class GpuFleet(GpufleetComponent):
     cloud = "azure"
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
-        super().__init__(name, spec, opts, **kw)
         it = lookup("azure", spec.instance_type)
+        check_spec(spec, it.fabric)
+        super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags
         location = spec.effective_region
@@ -74,15 +96,17 @@ class GpuFleet(GpufleetComponent):
             opts=child,
             **common,
         )
-        avset = az.compute.AvailabilitySet(
-            f"{name}-avset",
-            platform_fault_domain_count=1,
-            platform_update_domain_count=1,
-            proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
-            sku=az.compute.SkuArgs(name="Aligned"),
-            opts=child,
-            **common,
-        )
+        avset = None
+        if not spec.spot:  # Spot VMs cannot join one; check_spec keeps InfiniBand sizes off spot
+            avset = az.compute.AvailabilitySet(
+                f"{name}-avset",
+                platform_fault_domain_count=1,
+                platform_update_domain_count=1,
+                proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
+                sku=az.compute.SkuArgs(name="Aligned"),
+                opts=child,
+                **common,
+            )
         identity = az.managedidentity.UserAssignedIdentity(f"{name}-ttl-id", opts=child, **common)
         client = az.authorization.get_client_config_output()
         az.authorization.RoleAssignment(
@@ -172,7 +196,7 @@ class GpuFleet(GpufleetComponent):
                         )
                     ]
                 ),
-                availability_set=az.compute.SubResourceArgs(id=avset.id),
+                availability_set=az.compute.SubResourceArgs(id=avset.id) if avset else None,
                 proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
                 identity=az.compute.VirtualMachineIdentityArgs(
                     type="UserAssigned", user_assigned_identities=[identity.id]

@@ -8,17 +8,60 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.catalog import lookup
+from components.errors import SpecError
 from components.fleet import GpufleetComponent
 from components.gcp.network import build_networks
 
-# Deep Learning VM image family (facts §2.6: resolve at deploy time; names drift).
-DLVM_PROJECT = "deeplearning-platform-release"
-DLVM_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
+# Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
+# files, still to verify at deploy time). The boot disk names the family itself, not the image
+# it resolves to today: GCE picks the family's newest image at creation, and the provider does
+# not see a later image in the same family as a change, so a re-run of `pulumi up` after a
+# DLVM release keeps the VMs (a resolved self link would replace every VM).
+DLVM_IMAGE = (
+    "projects/deeplearning-platform-release/global/images/family/"
+    "common-cu128-ubuntu-2204-nvidia-570"
+)
 COMPACT_SERIES = ("a2-", "a3-")
+# GCE's limit on a VM's run time (max_run_duration): 120 days (limit-vm-runtime docs).
+MAX_RUN_MINUTES = 120 * 24 * 60
+
+
+def zone_and_region(spec: Any) -> tuple[str, str]:
+    """The VMs' zone and the subnets' region: the region follows the zone when only it is given."""
+    zone = spec.zone or f"{spec.effective_region}-a"
+    return zone, spec.region or zone.rsplit("-", 1)[0]
+
+
+def check_spec(spec: Any) -> None:
+    """GCP-specific refusals, before anything is declared."""
+    if not spec.ssh_cidrs:
+        # An ingress firewall without source ranges or tags admits 0.0.0.0/0
+        # (hashicorp/terraform-provider-google#6789), so an empty list would open SSH to all.
+        raise SpecError(
+            "ssh_cidrs",
+            "is empty; on GCP a firewall rule without sources admits every address",
+            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
+        )
+    zone, region = zone_and_region(spec)
+    if not zone.startswith(f"{region}-"):
+        raise SpecError(
+            "zone", f"{zone} is not in region {region}", f"pick a zone such as {region}-a"
+        )
+    if spec.ttl_minutes > MAX_RUN_MINUTES:
+        raise SpecError(
+            "ttl_minutes",
+            f"{spec.ttl_minutes} is over GCE's longest run-time limit of 120 days",
+            f"use at most {MAX_RUN_MINUTES} minutes",
+        )
 
 
 def scheduling(spec: Any) -> Any:
-    """GPU VMs cannot live-migrate; spot when asked; the TTL as a run-time limit that deletes."""
+    """GPU VMs cannot live-migrate; spot when asked; the TTL as a run-time limit that deletes.
+
+    A run-time limit works on STANDARD VMs as well as SPOT (GCE's limit-vm-runtime page; it even
+    lets GPU VMs deleted within 7 days draw on preemptible quota). A termination action with no
+    limit is refused on STANDARD, hence DELETE only alongside max_run_duration or spot.
+    """
     args: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": False}
     if spec.spot:
         args.update(provisioning_model="SPOT", preemptible=True)
@@ -50,11 +93,11 @@ class GpuFleet(GpufleetComponent):
     cloud = "gcp"
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+        check_spec(spec)
         super().__init__(name, spec, opts, **kw)
         it = lookup("gcp", spec.instance_type)
         child = self.child()
-        region = spec.effective_region
-        zone = spec.zone or f"{region}-a"
+        zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
 
@@ -69,10 +112,7 @@ class GpuFleet(GpufleetComponent):
                 ),
                 opts=child,
             )
-        image = (
-            spec.image
-            or gcp.compute.get_image_output(family=DLVM_FAMILY, project=DLVM_PROJECT).self_link
-        )
+        image = spec.image or DLVM_IMAGE
         accelerators = None
         if it.accelerator:  # N1: GPUs are attached; A2/A3/G2 come with theirs (facts §2.1)
             accelerators = [

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-FAKE_IMAGE = "projects/deeplearning-platform-release/global/images/common-cu128-mock"
-
 
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
     if typ == "gcp:compute/instance:Instance":
@@ -21,10 +19,4 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
 
 
 def fake_call(token: str, args: dict[str, Any]) -> dict | None:
-    if token == "gcp:compute/getImage:getImage":
-        return {
-            "selfLink": FAKE_IMAGE,
-            "family": args.get("family"),
-            "project": args.get("project"),
-        }
-    return None
+    return None  # the GCP fleet calls no data sources

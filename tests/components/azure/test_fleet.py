@@ -7,6 +7,7 @@ import ipaddress
 
 import pytest
 
+from components.errors import SpecError
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "azure-native:compute:VirtualMachine"
@@ -23,7 +24,9 @@ def nd():
     return plan("azure-nd-a100")
 
 
-def test_nodes_share_one_availability_set_in_one_proximity_group(nd):
+@pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
+def test_nodes_share_one_availability_set_in_one_proximity_group(stack):
+    nd = plan(stack)
     (avset,) = nd.of_type("azure-native:compute:AvailabilitySet")
     (ppg,) = nd.of_type("azure-native:compute:ProximityPlacementGroup")
     vms = nd.of_type(VM)
@@ -64,10 +67,36 @@ def test_hpc_image_and_custom_data_with_ttl_identity(nd):
     assert role.inputs["roleDefinitionId"].endswith("9980e02c-c2be-4d73-94e8-173b1dc7cf3c")
 
 
-def test_spot_evicts_by_deletion():
-    p = plan("azure-nd-h100", spot=True)
-    for vm in p.of_type(VM):
+def test_spot_evicts_by_deletion_outside_any_availability_set():
+    p = plan("azure-nd-a100", instance_type="Standard_NC96ads_A100_v4", spot=True)
+    vms = p.of_type(VM)
+    assert len(vms) == 2
+    for vm in vms:
         assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
+        assert "availabilitySet" not in vm.inputs  # ARM refuses Spot VMs in one
+        assert vm.inputs["proximityPlacementGroup"]["id"]
+    assert not p.of_type("azure-native:compute:AvailabilitySet")
+
+
+@pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
+def test_spot_on_an_infiniband_size_is_refused(stack):
+    with pytest.raises(SpecError) as e:
+        plan(stack, spot=True)
+    assert e.value.field == "spot"
+
+
+def test_empty_ssh_cidrs_are_refused():
+    with pytest.raises(SpecError) as e:
+        plan("azure-nd-a100", ssh_cidrs=[])
+    assert e.value.field == "ssh_cidrs"
+
+
+def test_no_rule_lets_ssh_in_from_everywhere():
+    for stack in ("azure-nd-a100", "azure-nd-h100"):
+        nsg = plan(stack).one("azure-native:network:NetworkSecurityGroup")
+        for rule in nsg.inputs["securityRules"]:
+            sources = rule.get("sourceAddressPrefixes") or [rule.get("sourceAddressPrefix")]
+            assert not {"*", "0.0.0.0/0", "Internet", "Any"} & set(sources), rule
 
 
 def test_every_taggable_resource_carries_cluster_and_expiry(nd):

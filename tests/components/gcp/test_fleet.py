@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+
 import pytest
 
+from components.errors import SpecError
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "gcp:compute/instance:Instance"
@@ -75,11 +79,11 @@ def test_n1_shape_attaches_its_gpu():
 
 
 def test_image_user_data_ssh_keys_and_labels(a2):
-    from components.gcp.mocks import FAKE_IMAGE
+    from components.gcp.fleet import DLVM_IMAGE
 
     for vm in a2.of_type(VM):
         i = vm.name.rsplit("-", 1)[1]
-        assert vm.inputs["bootDisk"]["initializeParams"]["image"] == FAKE_IMAGE
+        assert vm.inputs["bootDisk"]["initializeParams"]["image"] == DLVM_IMAGE
         md = vm.inputs["metadata"]
         assert md["user-data"].startswith("#cloud-config")
         assert f"MOCK-gcp-a2-node-{i}-host-key" in md["user-data"]
@@ -89,3 +93,45 @@ def test_image_user_data_ssh_keys_and_labels(a2):
 
 def test_contract_outputs(a2):
     assert_contract(a2, 2)
+
+
+def labelable(typ: str) -> bool:
+    """Whether the pulumi_gcp resource of type token `typ` takes labels."""
+    module, cls = typ.split(":")[1].split("/")[0], typ.rsplit(":", 1)[1]
+    res = getattr(importlib.import_module(f"pulumi_gcp.{module}"), cls)
+    return "labels" in inspect.signature(res._internal_init).parameters
+
+
+@pytest.mark.parametrize("stack", ["gcp-a2", "gcp-a3", "gcp-g2"])
+def test_every_labelable_resource_carries_cluster_and_expiry(stack):
+    p = plan(stack)
+    gcp_resources = [r for r in p.resources if r.type.startswith("gcp:")]
+    labelled = [r for r in gcp_resources if labelable(r.type)]
+    assert labelled, "the fleet registers labelable resources"
+    for r in labelled:
+        assert tagged_with_cluster(r.inputs.get("labels"), stack), r.type
+    for vm in p.of_type(VM):
+        disk_labels = vm.inputs["bootDisk"]["initializeParams"]["labels"]
+        assert tagged_with_cluster(disk_labels, stack)
+
+
+def test_empty_ssh_cidrs_are_refused_not_opened_to_everyone():
+    with pytest.raises(SpecError) as e:
+        plan("gcp-g2", ssh_cidrs=[])
+    assert e.value.field == "ssh_cidrs"
+
+
+def test_region_follows_a_zone_given_alone():
+    p = plan("gcp-g2", region=None, zone="europe-west4-b")
+    assert {vm.inputs["zone"] for vm in p.of_type(VM)} == {"europe-west4-b"}
+    subnets = p.of_type("gcp:compute/subnetwork:Subnetwork")
+    assert {s.inputs["region"] for s in subnets} == {"europe-west4"}
+
+
+def test_zone_outside_the_region_and_ttl_past_gce_limit_are_refused():
+    with pytest.raises(SpecError) as e:
+        plan("gcp-g2", region="us-central1", zone="europe-west4-b")
+    assert e.value.field == "zone"
+    with pytest.raises(SpecError) as e:
+        plan("gcp-g2", ttl_minutes=121 * 24 * 60)
+    assert e.value.field == "ttl_minutes"
