@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
+
+from components.imageversions import IMAGES, for_cloud
 
 
 @dataclass(frozen=True)
@@ -20,37 +24,103 @@ class BootstrapContext:
     host_public_key: str
     fabric: str = "none"
     expires_at: float | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # more node env (e.g. Azure identity)
+
+
+@functools.cache
+def _template():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(IMAGES / "templates"),
+        undefined=jinja2.StrictUndefined,  # a missing value is an error, never an empty string
+        keep_trailing_newline=True,
+        autoescape=False,  # YAML, not HTML
+    )
+    # A YAML double-quoted scalar (JSON's string syntax is valid YAML; no HTML escaping).
+    env.filters["yamlstr"] = lambda v: json.dumps(str(v), ensure_ascii=False)
+    return env.get_template("cloud-init.yaml.j2")
+
+
+def step_files() -> list[tuple[str, str]]:
+    """(file name, text) of the recipe: the shared lib, the runner and every step, in order."""
+    steps = IMAGES / "steps"
+    return [(p.name, p.read_text()) for p in sorted(steps.glob("*.sh"))]
+
+
+def node_env(ctx: BootstrapContext) -> dict[str, str]:
+    """/etc/gpufleet/env: who the node is, what it has, and the pinned versions for the steps."""
+    from components.catalog import lookup
+    from components.errors import CatalogError
+
+    try:
+        it = lookup(ctx.cloud, ctx.instance_type)
+        gpus, nvswitch = it.gpus, it.nvswitch
+    except CatalogError:
+        gpus, nvswitch = 0, False
+    versions = for_cloud(ctx.cloud)
+    env = {
+        "GPUFLEET_CLUSTER": ctx.cluster,
+        "GPUFLEET_CLOUD": ctx.cloud,
+        "GPUFLEET_NODE": f"node-{ctx.node_index}",
+        "GPUFLEET_NODE_INDEX": str(ctx.node_index),
+        "GPUFLEET_NUM_NODES": str(ctx.node_count),
+        "GPUFLEET_INSTANCE_TYPE": ctx.instance_type,
+        "GPUFLEET_GPUS": str(gpus),
+        "GPUFLEET_NVSWITCH": "1" if nvswitch else "0",
+        "GPUFLEET_FABRIC": ctx.fabric,
+        "GPUFLEET_EXPIRES_AT": str(int(ctx.expires_at)) if ctx.expires_at else "",
+        "GPUFLEET_VERSION_SET": versions.name,
+    }
+    env.update(versions.env())
+    env.update(ctx.extra)
+    return env
 
 
 def render_cloud_init(ctx: BootstrapContext) -> str:
-    """The #cloud-config text the node boots with (minimal: user, pinned host key, ready marker)."""
-    import json
+    """The #cloud-config text node `ctx.node_index` boots with."""
+    import shlex
 
-    import yaml
+    from components.fabric import nccl_env
 
-    doc = {
-        "users": [
-            "default",
-            {
-                "name": ctx.ssh_user,
-                "sudo": "ALL=(ALL) NOPASSWD:ALL",
-                "shell": "/bin/bash",
-                "ssh_authorized_keys": [ctx.user_public_key.strip()],
-            },
-        ],
-        "ssh_deletekeys": True,
-        "ssh_genkeytypes": [],
-        "ssh_keys": {
-            "ed25519_private": ctx.host_private_key,
-            "ed25519_public": ctx.host_public_key.strip(),
-        },
-        "write_files": [
-            {
-                "path": "/var/lib/gpufleet/ready.json",
-                "permissions": "0644",
-                "content": json.dumps({"cluster": ctx.cluster, "node": ctx.node_index}) + "\n",
-            }
-        ],
-    }
-    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False)
+    env = node_env(ctx)
+    nccl = nccl_env(ctx.fabric)
+    return _template().render(
+        cluster=ctx.cluster,
+        cloud=ctx.cloud,
+        instance_type=ctx.instance_type,
+        node_name=f"node-{ctx.node_index}",
+        fabric=ctx.fabric,
+        ssh_user=ctx.ssh_user,
+        user_public_key=ctx.user_public_key.strip(),
+        host_private_key=ctx.host_private_key.strip(),
+        host_public_key=ctx.host_public_key.strip(),
+        env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
+        nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
+        steps=step_files(),
+    )
+
+
+# Node env a cloud's component adds at deploy time (values known only then), by name.
+CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {
+    "azure": ("AZURE_CLIENT_ID", "AZURE_SUBSCRIPTION_ID", "AZURE_RESOURCE_GROUP"),
+}
+
+
+def placeholder_context(spec, index: int, expires_at: float | None) -> BootstrapContext:
+    """A node's context with every secret and deploy-time value shown as a named placeholder."""
+    node = f"node-{index}"
+    return BootstrapContext(
+        cluster=spec.name,
+        cloud=spec.cloud,
+        instance_type=spec.instance_type or "",
+        node_index=index,
+        node_count=spec.nodes,
+        ssh_user=spec.effective_ssh_user or "gpufleet",
+        user_public_key="<cluster user public key, generated by the stack>",
+        host_private_key=f"<{node} host private key, generated by the stack>",
+        host_public_key=f"<{node} host public key, generated by the stack>",
+        fabric=spec.fabric,
+        expires_at=expires_at,
+        extra={k: f"<{k} at deploy time>" for k in CLOUD_NODE_ENV.get(spec.cloud, ())},
+    )

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
+from components.bootstrap import CLOUD_NODE_ENV
 from components.catalog import lookup
 from components.errors import SpecError
 from components.fleet import GpufleetComponent
@@ -148,13 +149,16 @@ class GpuFleet(GpufleetComponent):
                 opts=child,
                 **common,
             )
+            deploy_env = dict(
+                zip(
+                    CLOUD_NODE_ENV["azure"],
+                    (identity.client_id, client.subscription_id, rg.name),
+                    strict=True,
+                )
+            )
             custom = self.user_data(
                 i,
-                extra={
-                    "AZURE_CLIENT_ID": identity.client_id,
-                    "AZURE_SUBSCRIPTION_ID": client.subscription_id,
-                    "AZURE_RESOURCE_GROUP": rg.name,
-                },
+                extra=deploy_env,
             ).apply(lambda t: base64.b64encode(t.encode()).decode())
             vm = az.compute.VirtualMachine(
                 f"{name}-node-{i}",

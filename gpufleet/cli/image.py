@@ -1,9 +1,37 @@
-"""CLI: `gpufleet image` (placeholder until its issue lands)."""
+"""CLI: image — the exact cloud-init a stack's node boots with, and baking a ready image."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+image_app = typer.Typer(help="The node image: render its cloud-init, bake a reusable image.")
+
+
+@image_app.command()
+def render(
+    stack: Annotated[str, typer.Option(help="stack name: stacks/Pulumi.<stack>.yaml")],
+    node: Annotated[int, typer.Option(help="node index (0 = head)")] = 0,
+    stacks_dir: Annotated[Path | None, typer.Option(help="folder with the stack files")] = None,
+    expires_at: Annotated[
+        int | None, typer.Option(help="expiry epoch seconds (default: now + the stack's TTL)")
+    ] = None,
+) -> None:
+    """Print node K's #cloud-config; keys and deploy-time values appear as placeholders."""
+    import sys
+
+    from components.bootstrap import placeholder_context, render_cloud_init
+    from components.errors import SpecError
+    from components.stackconfig import spec_from_stack
+
+    spec = spec_from_stack(stack, stacks_dir)
+    if not 0 <= node < spec.nodes:
+        raise SpecError("node", f"{node} is not a node of {stack}", f"use 0..{spec.nodes - 1}")
+    when = expires_at if expires_at is not None else spec.expiry()
+    sys.stdout.write(render_cloud_init(placeholder_context(spec, node, when)))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.add_typer(image_app, name="image")

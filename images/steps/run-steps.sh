@@ -17,4 +17,11 @@ for step in "$here"/[0-9][0-9]-*.sh; do
   printf '%s %s %d.%03d\n' "$name" "$result" $((ms / 1000)) $((ms % 1000)) >>"$log"
   [ "$result" = failed ] && { echo "gpufleet: step $name failed" >&2; exit 1; }
 done
+if [ -e "$R/var/lib/gpufleet/reboot-required" ]; then
+  # A new driver loads only after a reboot; this service runs the steps again on the way up.
+  rm -f "$R/var/lib/gpufleet/reboot-required" "$R/var/lib/gpufleet/ready.json"
+  echo "gpufleet: rebooting to load the new driver"
+  systemctl reboot
+  exit 0
+fi
 bash "$here/90-ready.sh"
