@@ -29,3 +29,12 @@ def provider_config(spec: Any) -> dict[str, str]:
     if spec.cloud in _REGION_KEYS and region:
         return {_REGION_KEYS[spec.cloud]: region}
     return {}
+
+
+def bake_class(cloud: str) -> Any:
+    """The ImageBake ComponentResource class for a cloud (components/<cloud>/bake.py)."""
+    if cloud not in _FLEETS:
+        from components.errors import GpufleetError
+
+        raise GpufleetError(f"cloud {cloud!r} has no image bake", hint="use aws, gcp or azure")
+    return importlib.import_module(f"{_FLEETS[cloud]}.bake").ImageBake

@@ -12,8 +12,13 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             nic["networkIp"] = f"10.43.{k}.{10 + count % 200}"
             if nic.get("accessConfigs"):
                 nic["accessConfigs"] = [{"natIp": f"198.51.100.{10 + count % 200}"}]
-        return {"networkInterfaces": nics, "instanceId": f"{1000 + count}"}
-    if typ in ("gcp:compute/resourcePolicy:ResourcePolicy", "gcp:compute/network:Network"):
+        disk = {**inputs.get("bootDisk", {}), "source": f"projects/p/zones/z/disks/{name}"}
+        return {"networkInterfaces": nics, "instanceId": f"{1000 + count}", "bootDisk": disk}
+    if typ in (
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+        "gcp:compute/network:Network",
+        "gcp:compute/image:Image",
+    ):
         return {"selfLink": f"https://www.googleapis.com/compute/v1/projects/p/x/{name}"}
     return None
 

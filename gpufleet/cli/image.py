@@ -33,5 +33,41 @@ def render(
     sys.stdout.write(render_cloud_init(placeholder_context(spec, node, when)))
 
 
+@image_app.command()
+def bake(
+    stack: Annotated[str, typer.Option(help="stack whose cloud, region and type to bake for")],
+    stacks_dir: Annotated[Path | None, typer.Option(help="folder with the stack files")] = None,
+    plan: Annotated[
+        bool, typer.Option("--plan", help="only show what the bake registers (offline, mocks)")
+    ] = False,
+    backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
+) -> None:
+    """Boot a builder with the recipe and capture an image a stack can name as `image`."""
+    from components.stackconfig import spec_from_stack
+    from gpufleet.cli.common import print_json, progress
+
+    spec = spec_from_stack(stack, stacks_dir)
+    if plan:
+        from components.bake import bake_program
+        from components.preview import evaluate
+        from components.stackconfig import pulumi_config, stack_config
+
+        p = evaluate(
+            lambda: bake_program(spec), config=pulumi_config(stack_config(stack, stacks_dir))
+        )
+        print_json(
+            {
+                "stack": f"{spec.name}-image",
+                "resources": [{"type": r.type, "name": r.name} for r in p.resources],
+            }
+        )
+        return
+    from gpufleet.provision.pulumi import bake as run_bake
+
+    image_id = run_bake(spec, progress, backend)
+    typer.echo(image_id)
+    progress(f"set `image: {image_id}` in the stack's gpufleet:cluster to boot nodes ready")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(image_app, name="image")

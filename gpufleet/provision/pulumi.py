@@ -196,3 +196,31 @@ def _progress_lines(progress: Progress):
             progress(text)
 
     return on_output
+
+
+def bake(spec: ClusterSpec, progress: Progress, backend: str | None = None) -> str:
+    """Bake the node image for the spec's cloud; return its id. The builder is removed after."""
+    find_pulumi()
+    _import_sdk()
+    spec = with_ssh_cidrs(spec)
+    from components.bake import bake_program
+    from components.registry import provider_config
+
+    def program() -> None:
+        import pulumi
+
+        for key, value in bake_program(spec).items():
+            pulumi.export(key, value)
+
+    stack = _stack(f"{spec.name}-image", backend, program)
+    for key, value in provider_config(spec).items():
+        stack.set_config(key, _config_value(value))
+    progress(f"baking: builder VM for {spec.cloud} (stack {spec.name}-image)")
+    try:
+        result = stack.up(on_output=_progress_lines(progress), color="never")
+        image_id = str(result.outputs["image_id"].value)
+    finally:
+        # The image is retained on delete; everything else (builder, network) goes.
+        progress("removing the builder")
+        PulumiProvisioner(backend)._destroy(stack, progress)
+    return image_id

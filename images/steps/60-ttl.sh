@@ -6,6 +6,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
+[ "${GPUFLEET_BAKE:-0}" = 1 ] && skip "baking an image: an expiry timer would be baked into every node"
 [ -n "${GPUFLEET_EXPIRES_AT:-}" ] || skip "no TTL"
 units="$R/etc/systemd/system"
 when="$(date -u -d "@$GPUFLEET_EXPIRES_AT" '+%Y-%m-%d %H:%M:%S UTC')"

@@ -148,3 +148,11 @@ def test_failing_step_stops_the_runner(node):
     )  # fmt: skip
     assert r.returncode == 1 and "step 40-fabric failed" in r.stderr
     assert "no InfiniBand devices" in r.stdout
+
+
+def test_bake_builds_no_expiry_timer_into_the_image(node):
+    env_file = node["root"] / "etc/gpufleet/env"
+    env_file.write_text(env_file.read_text() + "GPUFLEET_BAKE=1\n")
+    r = run_step(node, "60-ttl.sh")
+    assert r.returncode == 0 and "skipped: baking an image" in r.stdout
+    assert not (node["root"] / "etc/systemd/system/gpufleet-ttl.timer").exists()

@@ -30,3 +30,24 @@ def test_render_prints_the_nodes_cloud_config_with_placeholders():
 def test_render_rejects_a_node_outside_the_stack():
     r = cli("render", "--stack", "gcp-a3", "--node", "5")
     assert r.returncode == 2 and "node" in r.stderr and "0..1" in r.stderr
+
+
+def test_bake_plan_lists_builder_wait_and_image_offline():
+    r = cli("bake", "--stack", "aws-g5", "--plan")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    types = [x["type"] for x in json.loads(r.stdout)["resources"]]
+    assert types.index("aws:ec2/instance:Instance") < types.index(
+        "aws:ec2/amiFromInstance:AmiFromInstance"
+    )
+    assert "pulumi-python:dynamic:Resource" in types
+
+
+def test_bake_without_pulumi_cli_is_exit_2(tmp_path):
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "GPUFLEET_HOME": str(tmp_path / "h")}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "image", "bake", "--stack", "aws-g5"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2 and "pulumi is not installed" in r.stderr

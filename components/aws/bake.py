@@ -1,0 +1,53 @@
+"""`gpufleet:aws:ImageBake`: a builder instance runs the recipe; an AMI is made from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.fleet import DLAMI_SSM_PARAMETER, ROOT_DEVICE
+from components.aws.network import build_network
+from components.bake import ImageBakeComponent
+
+DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
+
+
+class ImageBake(ImageBakeComponent):
+    cloud = "aws"
+
+    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, spec, opts)
+        child = self.child()
+        tags = self.tags
+        net = build_network(name, spec, tags, child, spec.effective_region)
+        builder = aws.ec2.Instance(
+            f"{name}-builder",
+            ami=spec.image or aws.ssm.get_parameter_output(name=DLAMI_SSM_PARAMETER).value,
+            instance_type=spec.instance_type or DEFAULT_BUILDER,
+            subnet_id=net.subnet_id,
+            vpc_security_group_ids=[net.security_group.id],
+            associate_public_ip_address=True,
+            user_data=self.user_data(),
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required"
+            ),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_size=spec.disk_gb, volume_type="gp3", encrypted=True
+            ),
+            # The builder powers itself off when sealed; it must stop, not vanish, to be captured.
+            instance_initiated_shutdown_behavior="stop",
+            tags={**tags, "Name": f"{name}-builder"},
+            volume_tags={**tags, "Name": f"{name}-builder"},
+            opts=child,
+        )
+        ready = self.wait_ready(builder.public_ip, builder)
+        ami = aws.ec2.AmiFromInstance(
+            f"{name}-ami",
+            source_instance_id=builder.id,
+            description=f"gpufleet node image ({spec.cloud}, {ROOT_DEVICE} root, recipe images/)",
+            tags={**tags, "Name": f"{name}-ami"},
+            opts=self.child(depends_on=[ready], retain_on_delete=True),
+        )
+        self.finish(ami.id)

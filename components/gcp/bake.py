@@ -1,0 +1,65 @@
+"""`gpufleet:gcp:ImageBake`: a builder VM runs the recipe; a GCE image is made from its disk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.bake import ImageBakeComponent
+from components.gcp.fleet import DLVM_IMAGE, labels
+from components.gcp.network import build_networks
+
+DEFAULT_BUILDER = "g2-standard-8"
+
+
+class ImageBake(ImageBakeComponent):
+    cloud = "gcp"
+
+    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, spec, opts)
+        child = self.child()
+        region = spec.effective_region
+        zone = spec.zone or f"{region}-a"
+        node_labels = labels(self.tags)
+        nets = build_networks(name, spec, 0, child, region)
+        ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
+        builder = gcp.compute.Instance(
+            f"{name}-builder",
+            machine_type=spec.instance_type or DEFAULT_BUILDER,
+            zone=zone,
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=spec.image or DLVM_IMAGE,
+                    size=spec.disk_gb,
+                    type="pd-ssd",
+                    labels=node_labels,
+                )
+            ),
+            network_interfaces=[
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=nets.network,
+                    subnetwork=nets.subnetwork,
+                    nic_type="GVNIC",
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                )
+            ],
+            scheduling=gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance="TERMINATE", automatic_restart=False
+            ),
+            metadata={"user-data": self.user_data(), "ssh-keys": ssh_key},
+            labels=node_labels,
+            tags=[name],
+            opts=child,
+        )
+        ready = self.wait_ready(builder.network_interfaces[0].access_configs[0].nat_ip, builder)
+        image = gcp.compute.Image(
+            f"{name}-image",
+            source_disk=builder.boot_disk.source,
+            family="gpufleet-node",
+            guest_os_features=[gcp.compute.ImageGuestOsFeatureArgs(type="GVNIC")],
+            labels=node_labels,
+            opts=self.child(depends_on=[ready], retain_on_delete=True),
+        )
+        self.finish(image.self_link)
