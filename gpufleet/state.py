@@ -6,9 +6,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
-from components.spec import ClusterInfo, ClusterSpec
-from gpufleet.errors import ClusterNotFound
+from gpufleet.errors import ClusterNotFound, GpufleetError
+
+if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
+    from components.spec import ClusterInfo, ClusterSpec
 
 
 def home() -> Path:
@@ -33,6 +37,8 @@ def save_spec(spec: ClusterSpec) -> None:
 
 
 def load_spec(name: str) -> ClusterSpec | None:
+    from components.spec import ClusterSpec
+
     p = cluster_dir(name) / "spec.json"
     return ClusterSpec.model_validate_json(p.read_text()) if p.exists() else None
 
@@ -46,7 +52,33 @@ def load(name: str) -> ClusterInfo:
     p = cluster_dir(name) / "cluster.json"
     if not p.exists():
         raise ClusterNotFound(name)
+    from components.spec import ClusterInfo
+
     return ClusterInfo.model_validate(json.loads(p.read_text()))
+
+
+class ClusterView(SimpleNamespace):
+    """A recorded cluster as plain attributes, read without validation (written validated)."""
+
+    def node(self, name_or_index: str | int) -> Any:
+        key = str(name_or_index)
+        for i, n in enumerate(self.nodes):
+            if key in (n.name, str(i)):
+                return n
+        raise GpufleetError(
+            f"cluster {self.name!r} has no node {key!r}",
+            hint="nodes are " + ", ".join(n.name for n in self.nodes),
+        )
+
+
+def load_view(name: str) -> ClusterView:
+    """Like load(), minus pydantic: for the commands where start-up time is the product."""
+    p = cluster_dir(name) / "cluster.json"
+    if not p.exists():
+        raise ClusterNotFound(name)
+    data = json.loads(p.read_text())
+    data["nodes"] = [SimpleNamespace(**n) for n in data["nodes"]]
+    return ClusterView(**data)
 
 
 def exists(name: str) -> bool:

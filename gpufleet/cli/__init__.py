@@ -5,22 +5,39 @@ from __future__ import annotations
 import os
 import sys
 
-import typer
 
-from gpufleet.cli import catalog, cluster, health, image, plan, remote, run
+def build_app():
+    """The typer app with every command group (built on demand: exec's fast path skips it)."""
+    import typer
 
-app = typer.Typer(
-    name="gpufleet",
-    help="Multi-node GPU clusters as code: create, run distributed jobs, tear down.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # rich help costs ~90 ms of imports on every command, even exec
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run
 
-for module in (cluster, remote, run, catalog, plan, image, health):
-    module.register(app)
+    app = typer.Typer(
+        name="gpufleet",
+        help="Multi-node GPU clusters as code: create, run distributed jobs, tear down.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # rich help costs ~90 ms of imports on every command
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    for module in (cluster, remote, run, catalog, plan, image, health):
+        module.register(app)
+    return app
+
+
+def _fast_exec(args: list[str]) -> int | None:
+    """`exec` without typer or pydantic (start-up is most of a small fan-out); None: not handled."""
+    from gpufleet.execute import parse_fast
+
+    parsed = parse_fast(args)
+    if parsed is None:
+        return None
+    from gpufleet import state
+    from gpufleet.execute import run_exec
+
+    info = state.load_view(parsed["name"])
+    return run_exec(info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"]
     install_handlers()
     try:
-        app(args=args, prog_name="gpufleet")
+        fast = _fast_exec(args)
+        if fast is not None:
+            return fast
+        build_app()(args=args, prog_name="gpufleet")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except GpufleetError as e:

@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import node_printer, print_json
-
 
 def exec_(
     name: Annotated[str, typer.Argument(help="cluster name")],
@@ -23,27 +21,11 @@ def exec_(
 ) -> None:
     """Run a command on every node at once; output lines are prefixed with [node-K]."""
     from gpufleet import state
-    from gpufleet.remote import Group
+    from gpufleet.execute import run_exec
 
-    info = state.load(name)
-    cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
-    with Group(info, node or None) as g:
-        results = g.run(
-            cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout
-        )
-    failed = [r for r in results.values() if not r.ok]
-    if as_json:
-        print_json({n: r.__dict__ for n, r in results.items()})
-    elif failed:
-        first = min(failed, key=lambda r: r.finished)
-        for r in failed:
-            sys.stderr.write(f"gpufleet: {r.node}: {r.error or f'exit {r.exit_code}'}\n")
-        sys.stderr.write(
-            f"gpufleet: failed on {len(failed)}/{len(results)} nodes, first {first.node}\n"
-        )
-    if failed:
-        first = min(failed, key=lambda r: r.finished)
-        raise typer.Exit(first.exit_code or 1)
+    code = run_exec(state.load(name), command, node, timeout, as_json)
+    if code:
+        raise typer.Exit(code)
 
 
 def hostfile(

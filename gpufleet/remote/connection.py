@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 
-from components.spec import NodeInfo
 from gpufleet.errors import HostKeyMismatch
 from gpufleet.remote.knownhosts import host_entry
+
+if TYPE_CHECKING:
+    from components.spec import NodeInfo
 
 
 def fingerprint(ktype: str, b64: str) -> str:

@@ -10,11 +10,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.spec import ClusterInfo, NodeInfo
 from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, SSHUnreachable
 from gpufleet.remote import knownhosts
+
+if TYPE_CHECKING:
+    from components.spec import ClusterInfo, NodeInfo
 
 PID_MARK = "__GPUFLEET_PID__"
 Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)

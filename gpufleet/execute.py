@@ -1,0 +1,64 @@
+"""`exec`: one command on every node at once; the CLI's typer command and its fast path share it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def run_exec(
+    info: Any, command: list[str], nodes: list[str], timeout: float | None, as_json: bool
+) -> int:
+    """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
+    from gpufleet.cli.common import node_printer, print_json
+    from gpufleet.remote import Group
+
+    cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
+    with Group(info, nodes or None) as g:
+        results = g.run(
+            cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout
+        )
+    failed = [r for r in results.values() if not r.ok]
+    if as_json:
+        print_json({n: r.__dict__ for n, r in results.items()})
+    elif failed:
+        first = min(failed, key=lambda r: r.finished)
+        for r in failed:
+            sys.stderr.write(f"gpufleet: {r.node}: {r.error or f'exit {r.exit_code}'}\n")
+        sys.stderr.write(
+            f"gpufleet: failed on {len(failed)}/{len(results)} nodes, first {first.node}\n"
+        )
+    if failed:
+        return min(failed, key=lambda r: r.finished).exit_code or 1
+    return 0
+
+
+def parse_fast(args: list[str]) -> dict[str, Any] | None:
+    """`exec NAME [--node N]... [--timeout S] [--json] -- CMD...` parsed without typer;
+    None for anything else (help, odd spellings), which then goes through typer."""
+    if len(args) < 4 or args[0] != "exec" or "--" not in args:
+        return None
+    split = args.index("--")
+    head, command = args[1:split], args[split + 1 :]
+    if not command or not head or head[0].startswith("-"):
+        return None
+    out: dict[str, Any] = {"name": head[0], "nodes": [], "timeout": None, "json": False}
+    rest = iter(head[1:])
+    for a in rest:
+        if a == "--json":
+            out["json"] = True
+        elif a in ("--node", "--timeout"):
+            value = next(rest, None)
+            if value is None:
+                return None
+            if a == "--node":
+                out["nodes"].append(value)
+            else:
+                try:
+                    out["timeout"] = float(value)
+                except ValueError:
+                    return None
+        else:
+            return None
+    out["command"] = command
+    return out
