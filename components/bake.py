@@ -15,8 +15,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from components.bootstrap import BootstrapContext, render_cloud_init
-from components.fleet import fleet_tags
+from components.fleet import fleet_tags, node_user_data
 from components.keys import cluster_keys
 
 READY_TIMEOUT_S = 90 * 60
@@ -91,27 +90,8 @@ class ImageBakeComponent(pulumi.ComponentResource):
 
     def user_data(self) -> pulumi.Output[str]:
         """The recipe for the builder: no TTL timer (it would be baked into every node)."""
-        host = self.keys.hosts[0]
-        spec = self.spec
-        return pulumi.Output.all(
-            self.keys.user.public_key_openssh, host.private_key_openssh, host.public_key_openssh
-        ).apply(
-            lambda v: render_cloud_init(
-                BootstrapContext(
-                    cluster=spec.name,
-                    cloud=spec.cloud,
-                    instance_type=spec.instance_type or "",
-                    node_index=0,
-                    node_count=1,
-                    ssh_user=self.ssh_user,
-                    user_public_key=v[0],
-                    host_private_key=v[1],
-                    host_public_key=v[2],
-                    fabric=spec.fabric,
-                    expires_at=None,
-                    extra={"GPUFLEET_BAKE": "1"},
-                )
-            )
+        return node_user_data(
+            self.spec, self.ssh_user, self.keys, 0, 1, None, {"GPUFLEET_BAKE": "1"}
         )
 
     def wait_ready(self, host: pulumi.Input[str], builder: Any) -> BuilderReady:

@@ -26,6 +26,44 @@ def fleet_tags(spec: ClusterSpec, expires_at: int) -> dict[str, str]:
     return tags
 
 
+def node_user_data(
+    spec: ClusterSpec,
+    ssh_user: str,
+    keys: Any,
+    index: int,
+    node_count: int,
+    expires_at: int | None,
+    extra: dict[str, pulumi.Input[str]] | None = None,
+) -> pulumi.Output[str]:
+    """One node's cloud-init, once its keys (and any deploy-time `extra` env) are known."""
+    host = keys.hosts[index]
+    extra = extra or {}
+    names = list(extra)
+    return pulumi.Output.all(
+        keys.user.public_key_openssh,
+        host.private_key_openssh,
+        host.public_key_openssh,
+        *[extra[k] for k in names],
+    ).apply(
+        lambda v: render_cloud_init(
+            BootstrapContext(
+                cluster=spec.name,
+                cloud=spec.cloud,
+                instance_type=spec.instance_type or "",
+                node_index=index,
+                node_count=node_count,
+                ssh_user=ssh_user,
+                user_public_key=v[0],
+                host_private_key=v[1],
+                host_public_key=v[2],
+                fabric=spec.fabric,
+                expires_at=expires_at,
+                extra=dict(zip(names, v[3:], strict=True)),
+            )
+        )
+    )
+
+
 class GpufleetComponent(pulumi.ComponentResource):
     """Base of `gpufleet:<cloud>:GpuFleet`; subclasses build network and nodes, then finish()."""
 
@@ -56,32 +94,8 @@ class GpufleetComponent(pulumi.ComponentResource):
         self, index: int, extra: dict[str, pulumi.Input[str]] | None = None
     ) -> pulumi.Output[str]:
         """Node `index`'s cloud-init text (plain; encode per cloud); `extra` lands in its env."""
-        host = self.keys.hosts[index]
-        spec = self.spec
-        extra = extra or {}
-        names = list(extra)
-        return pulumi.Output.all(
-            self.keys.user.public_key_openssh,
-            host.private_key_openssh,
-            host.public_key_openssh,
-            *[extra[k] for k in names],
-        ).apply(
-            lambda v: render_cloud_init(
-                BootstrapContext(
-                    cluster=spec.name,
-                    cloud=spec.cloud,
-                    instance_type=spec.instance_type or "",
-                    node_index=index,
-                    node_count=spec.nodes,
-                    ssh_user=self.ssh_user,
-                    user_public_key=v[0],
-                    host_private_key=v[1],
-                    host_public_key=v[2],
-                    fabric=spec.fabric,
-                    expires_at=self.expires_at,
-                    extra=dict(zip(names, v[3:], strict=True)),
-                )
-            )
+        return node_user_data(
+            self.spec, self.ssh_user, self.keys, index, self.spec.nodes, self.expires_at, extra
         )
 
     def finish(self, nodes: list[dict[str, Any]]) -> None:

@@ -252,14 +252,9 @@ class ClusterInfo(BaseModel):
         return self.nodes[0]
 
     def node(self, name_or_index: str | int) -> NodeInfo:
-        key = str(name_or_index)
-        for i, n in enumerate(self.nodes):
-            if key in (n.name, str(i)):
-                return n
-        raise GpufleetError(
-            f"cluster {self.name!r} has no node {key!r}",
-            hint="nodes are " + ", ".join(n.name for n in self.nodes),
-        )
+        from components.nodelookup import find_node
+
+        return find_node(self.name, self.nodes, name_or_index)
 
 
 def node_names(count: int) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import ClusterNotFound, GpufleetError
+from gpufleet.errors import ClusterNotFound
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
     from components.spec import ClusterInfo, ClusterSpec
@@ -61,14 +61,9 @@ class ClusterView(SimpleNamespace):
     """A recorded cluster as plain attributes, read without validation (written validated)."""
 
     def node(self, name_or_index: str | int) -> Any:
-        key = str(name_or_index)
-        for i, n in enumerate(self.nodes):
-            if key in (n.name, str(i)):
-                return n
-        raise GpufleetError(
-            f"cluster {self.name!r} has no node {key!r}",
-            hint="nodes are " + ", ".join(n.name for n in self.nodes),
-        )
+        from components.nodelookup import find_node
+
+        return find_node(self.name, self.nodes, name_or_index)
 
 
 def load_view(name: str) -> ClusterView:

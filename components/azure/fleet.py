@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pulumi
 import pulumi_azure_native as az
 
+from components.azure.network import build_network, public_nic, vm_profiles
 from components.bootstrap import CLOUD_NODE_ENV
 from components.catalog import lookup
 from components.errors import SpecError
 from components.fleet import GpufleetComponent
 
-# Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
-VNET_CIDR = "10.45.0.0/16"
-SUBNET_CIDR = "10.45.0.0/20"
-HPC_IMAGE = {
-    "publisher": "microsoft-dsvm",
-    "offer": "ubuntu-hpc",
-    "sku": "2204",
-    "version": "latest",
-}
 # Built-in role "Virtual Machine Contributor": lets the node delete its own VM at expiry.
 VM_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 
@@ -55,41 +46,8 @@ class GpuFleet(GpufleetComponent):
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags
-        location = spec.effective_region
-
-        rg = az.resources.ResourceGroup(f"{name}-rg", location=location, tags=tags, opts=child)
-        common = {"resource_group_name": rg.name, "location": location, "tags": tags}
-        vnet = az.network.VirtualNetwork(
-            f"{name}-vnet",
-            address_space=az.network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
-            opts=child,
-            **common,
-        )
-        subnet = az.network.Subnet(
-            f"{name}-subnet",
-            resource_group_name=rg.name,
-            virtual_network_name=vnet.name,
-            address_prefix=SUBNET_CIDR,
-            opts=child,
-        )
-        nsg = az.network.NetworkSecurityGroup(
-            f"{name}-nsg",
-            security_rules=[
-                az.network.SecurityRuleArgs(
-                    name="ssh",
-                    priority=100,
-                    direction="Inbound",
-                    access="Allow",
-                    protocol="Tcp",
-                    source_address_prefixes=spec.ssh_cidrs,
-                    source_port_range="*",
-                    destination_address_prefix="*",
-                    destination_port_range="22",
-                )
-            ],
-            opts=child,
-            **common,
-        )
+        net = build_network(name, spec, tags, child)
+        rg, common = net.rg, net.common
         ppg = az.compute.ProximityPlacementGroup(
             f"{name}-ppg",
             proximity_placement_group_type="Standard",
@@ -126,29 +84,7 @@ class GpuFleet(GpufleetComponent):
 
         nodes = []
         for i in range(spec.nodes):
-            pip = az.network.PublicIPAddress(
-                f"{name}-node-{i}-ip",
-                public_ip_allocation_method="Static",
-                sku=az.network.PublicIPAddressSkuArgs(name="Standard"),
-                opts=child,
-                **common,
-            )
-            nic = az.network.NetworkInterface(
-                f"{name}-node-{i}-nic",
-                enable_accelerated_networking=True,
-                network_security_group=az.network.NetworkSecurityGroupArgs(id=nsg.id),
-                ip_configurations=[
-                    az.network.NetworkInterfaceIPConfigurationArgs(
-                        name="primary",
-                        primary=True,
-                        subnet=az.network.SubnetArgs(id=subnet.id),
-                        private_ip_allocation_method="Dynamic",
-                        public_ip_address=az.network.PublicIPAddressArgs(id=pip.id),
-                    )
-                ],
-                opts=child,
-                **common,
-            )
+            pip, nic = public_nic(f"{name}-node-{i}", net, child)
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -156,49 +92,16 @@ class GpuFleet(GpufleetComponent):
                     strict=True,
                 )
             )
-            custom = self.user_data(
-                i,
-                extra=deploy_env,
-            ).apply(lambda t: base64.b64encode(t.encode()).decode())
             vm = az.compute.VirtualMachine(
                 f"{name}-node-{i}",
-                vm_name=f"{name}-node-{i}",
-                hardware_profile=az.compute.HardwareProfileArgs(vm_size=it.name),
-                storage_profile=az.compute.StorageProfileArgs(
-                    image_reference=az.compute.ImageReferenceArgs(
-                        **({"id": spec.image} if spec.image else HPC_IMAGE)
-                    ),
-                    os_disk=az.compute.OSDiskArgs(
-                        create_option="FromImage",
-                        delete_option="Delete",
-                        disk_size_gb=spec.disk_gb,
-                        managed_disk=az.compute.ManagedDiskParametersArgs(
-                            storage_account_type="Premium_LRS"
-                        ),
-                    ),
-                ),
-                os_profile=az.compute.OSProfileArgs(
-                    computer_name=f"{name}-node-{i}",
-                    admin_username=self.ssh_user,
-                    custom_data=custom,
-                    linux_configuration=az.compute.LinuxConfigurationArgs(
-                        disable_password_authentication=True,
-                        ssh=az.compute.SshConfigurationArgs(
-                            public_keys=[
-                                az.compute.SshPublicKeyArgs(
-                                    path=f"/home/{self.ssh_user}/.ssh/authorized_keys",
-                                    key_data=self.keys.user.public_key_openssh.apply(str.strip),
-                                )
-                            ]
-                        ),
-                    ),
-                ),
-                network_profile=az.compute.NetworkProfileArgs(
-                    network_interfaces=[
-                        az.compute.NetworkInterfaceReferenceArgs(
-                            id=nic.id, primary=True, delete_option="Delete"
-                        )
-                    ]
+                **vm_profiles(
+                    f"{name}-node-{i}",
+                    it.name,
+                    spec,
+                    self.ssh_user,
+                    self.keys.user.public_key_openssh,
+                    self.user_data(i, extra=deploy_env),
+                    nic,
                 ),
                 availability_set=az.compute.SubResourceArgs(id=avset.id) if avset else None,
                 proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),

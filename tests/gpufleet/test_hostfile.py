@@ -7,27 +7,8 @@ import subprocess
 import pytest
 
 from components.errors import SpecError
-from components.spec import ClusterInfo, NodeInfo
 from gpufleet import hostfile
-
-
-def cluster(gpus: int, n: int = 2, cloud: str = "aws") -> ClusterInfo:
-    return ClusterInfo(
-        name="t",
-        cloud=cloud,
-        ssh_user="ubuntu",
-        ssh_key_path="/k/id",
-        known_hosts_path="/k/kh",
-        nodes=[
-            NodeInfo(
-                name=f"node-{i}",
-                private_ip=f"10.0.0.{10 + i}",
-                public_ip=f"203.0.113.{i}",
-                gpus=gpus,
-            )
-            for i in range(n)
-        ],
-    )
+from tests.gpufleet.clusters import cluster
 
 
 @pytest.mark.parametrize("fmt", hostfile.FORMATS)

@@ -9,30 +9,14 @@ import sys
 import pytest
 
 from components.fabric import nccl_env
-from components.spec import ClusterInfo, NodeInfo
+from components.spec import ClusterInfo
 from gpufleet import launch
 from gpufleet.launch import LaunchOptions
+from tests.gpufleet import clusters
 
 
 def cluster(fabric: str = "efa", gpus: int = 8, cloud: str = "aws") -> ClusterInfo:
-    return ClusterInfo(
-        name="t",
-        cloud=cloud,
-        ssh_user="ubuntu",
-        ssh_key_path="/k/id",
-        known_hosts_path="/k/kh",
-        fabric=fabric,
-        python="/opt/venv/bin/python",
-        nodes=[
-            NodeInfo(
-                name=f"node-{i}",
-                private_ip=f"10.0.0.{10 + i}",
-                public_ip=f"203.0.113.{i}",
-                gpus=gpus,
-            )
-            for i in range(2)
-        ],
-    )
+    return clusters.cluster(gpus=gpus, cloud=cloud, fabric=fabric, python="/opt/venv/bin/python")
 
 
 OPTS = LaunchOptions(

@@ -1,0 +1,149 @@
+"""Azure pieces a fleet and a bake share: resource group, VNet clear of 172.16/16, NSG, NIC, VM."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_azure_native as az
+
+# Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
+VNET_CIDR = "10.45.0.0/16"
+SUBNET_CIDR = "10.45.0.0/20"
+HPC_IMAGE = {
+    "publisher": "microsoft-dsvm",
+    "offer": "ubuntu-hpc",
+    "sku": "2204",
+    "version": "latest",
+}
+
+
+@dataclass
+class Network:
+    rg: Any
+    common: dict[str, Any]  # resource_group_name, location, tags: every regional resource
+    subnet: Any
+    nsg: Any
+
+
+def build_network(
+    name: str, spec: Any, tags: dict[str, str], opts: pulumi.ResourceOptions
+) -> Network:
+    """Resource group, VNet + subnet, and an NSG letting SSH in from spec.ssh_cidrs only."""
+    location = spec.effective_region
+    rg = az.resources.ResourceGroup(f"{name}-rg", location=location, tags=tags, opts=opts)
+    common = {"resource_group_name": rg.name, "location": location, "tags": tags}
+    vnet = az.network.VirtualNetwork(
+        f"{name}-vnet",
+        address_space=az.network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
+        opts=opts,
+        **common,
+    )
+    subnet = az.network.Subnet(
+        f"{name}-subnet",
+        resource_group_name=rg.name,
+        virtual_network_name=vnet.name,
+        address_prefix=SUBNET_CIDR,
+        opts=opts,
+    )
+    nsg = az.network.NetworkSecurityGroup(
+        f"{name}-nsg",
+        security_rules=[
+            az.network.SecurityRuleArgs(
+                name="ssh",
+                priority=100,
+                direction="Inbound",
+                access="Allow",
+                protocol="Tcp",
+                source_address_prefixes=spec.ssh_cidrs,
+                source_port_range="*",
+                destination_address_prefix="*",
+                destination_port_range="22",
+            )
+        ],
+        opts=opts,
+        **common,
+    )
+    return Network(rg=rg, common=common, subnet=subnet, nsg=nsg)
+
+
+def public_nic(name: str, net: Network, opts: pulumi.ResourceOptions) -> tuple[Any, Any]:
+    """A static public IP and an accelerated NIC in the subnet behind the NSG."""
+    pip = az.network.PublicIPAddress(
+        f"{name}-ip",
+        public_ip_allocation_method="Static",
+        sku=az.network.PublicIPAddressSkuArgs(name="Standard"),
+        opts=opts,
+        **net.common,
+    )
+    nic = az.network.NetworkInterface(
+        f"{name}-nic",
+        enable_accelerated_networking=True,
+        network_security_group=az.network.NetworkSecurityGroupArgs(id=net.nsg.id),
+        ip_configurations=[
+            az.network.NetworkInterfaceIPConfigurationArgs(
+                name="primary",
+                primary=True,
+                subnet=az.network.SubnetArgs(id=net.subnet.id),
+                private_ip_allocation_method="Dynamic",
+                public_ip_address=az.network.PublicIPAddressArgs(id=pip.id),
+            )
+        ],
+        opts=opts,
+        **net.common,
+    )
+    return pip, nic
+
+
+def vm_profiles(
+    vm_name: str,
+    size: str,
+    spec: Any,
+    admin: str,
+    public_key: pulumi.Input[str],
+    user_data: pulumi.Output[str],
+    nic: Any,
+) -> dict[str, Any]:
+    """The VirtualMachine arguments every gpufleet VM shares: size, image, disk, login, NIC."""
+    return {
+        "vm_name": vm_name,
+        "hardware_profile": az.compute.HardwareProfileArgs(vm_size=size),
+        "storage_profile": az.compute.StorageProfileArgs(
+            image_reference=az.compute.ImageReferenceArgs(
+                **({"id": spec.image} if spec.image else HPC_IMAGE)
+            ),
+            os_disk=az.compute.OSDiskArgs(
+                create_option="FromImage",
+                delete_option="Delete",
+                disk_size_gb=spec.disk_gb,
+                managed_disk=az.compute.ManagedDiskParametersArgs(
+                    storage_account_type="Premium_LRS"
+                ),
+            ),
+        ),
+        "os_profile": az.compute.OSProfileArgs(
+            computer_name=vm_name,
+            admin_username=admin,
+            custom_data=user_data.apply(lambda t: base64.b64encode(t.encode()).decode()),
+            linux_configuration=az.compute.LinuxConfigurationArgs(
+                disable_password_authentication=True,
+                ssh=az.compute.SshConfigurationArgs(
+                    public_keys=[
+                        az.compute.SshPublicKeyArgs(
+                            path=f"/home/{admin}/.ssh/authorized_keys",
+                            key_data=pulumi.Output.from_input(public_key).apply(str.strip),
+                        )
+                    ]
+                ),
+            ),
+        ),
+        "network_profile": az.compute.NetworkProfileArgs(
+            network_interfaces=[
+                az.compute.NetworkInterfaceReferenceArgs(
+                    id=nic.id, primary=True, delete_option="Delete"
+                )
+            ]
+        ),
+    }

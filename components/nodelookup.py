@@ -1,0 +1,19 @@
+"""Finding a node by name or index: for ClusterInfo and for the state's pydantic-free view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.errors import GpufleetError
+
+
+def find_node(cluster: str, nodes: list[Any], name_or_index: str | int) -> Any:
+    """The node named `node-K` (or at index K); an error listing the nodes otherwise."""
+    key = str(name_or_index)
+    for i, n in enumerate(nodes):
+        if key in (n.name, str(i)):
+            return n
+    raise GpufleetError(
+        f"cluster {cluster!r} has no node {key!r}",
+        hint="nodes are " + ", ".join(n.name for n in nodes),
+    )
