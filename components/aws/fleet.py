@@ -10,6 +10,7 @@ import pulumi_aws as aws
 
 from components.aws.network import build_network
 from components.catalog import lookup
+from components.errors import SpecError
 from components.fleet import GpufleetComponent
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6).
@@ -54,6 +55,12 @@ class GpuFleet(GpufleetComponent):
     cloud = "aws"
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+        if not spec.ssh_cidrs:  # the CLI fills in the caller's /32; a bare stack must name one
+            raise SpecError(
+                "ssh_cidrs",
+                "is empty; the security group would let SSH in from nowhere",
+                "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
+            )
         super().__init__(name, spec, opts, **kw)
         it = lookup("aws", spec.instance_type)
         tags = self.tags

@@ -118,3 +118,14 @@ def test_existing_vpc_and_subnet_are_used_not_created():
 def test_contract_outputs(p4d):
     assert_contract(p4d, 2)
     assert p4d.outputs["fabric"] == "efa" and p4d.outputs["ssh_user"] == "ubuntu"
+
+
+def test_a_stack_without_ssh_cidrs_is_refused_before_anything_is_declared():
+    from components.errors import SpecError
+
+    with pytest.raises(Exception) as e:
+        plan("aws-p4d", ssh_cidrs=[])
+    err = e.value
+    while err is not None and not isinstance(err, SpecError):
+        err = err.__cause__ or err.__context__
+    assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
