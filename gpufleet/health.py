@@ -29,6 +29,7 @@ class Expected:
     gpu_memory_gib: float = 0.0
     fabric: str = "none"
     nvswitch: bool = False
+    fabric_devices: int = 0  # EFA devices, or InfiniBand HCAs (ND: one per GPU)
     busbw_baseline_gbps: float | None = None
 
 
@@ -80,6 +81,7 @@ def expected_for(info: ClusterInfo) -> Expected:
         gpu_memory_gib=it.gpu_memory_gib,
         fabric=it.fabric,
         nvswitch=it.nvswitch,
+        fabric_devices=it.efa_interfaces if it.fabric == "efa" else it.gpus,
         busbw_baseline_gbps=it.allreduce_busbw_gbps,
     )
 
@@ -95,6 +97,8 @@ def check_command(info: ClusterInfo, exp: Expected) -> str:
         args += ["--expect-memory-gib", str(exp.gpu_memory_gib)]
     if exp.nvswitch:
         args.append("--nvswitch")
+    if exp.fabric in ("efa", "infiniband"):
+        args += ["--expect-fabric-devices", str(exp.fabric_devices)]
     return shlex.join(args)
 
 

@@ -76,6 +76,13 @@ def _print(name: str, reports: dict, probe: dict | None) -> None:
         out.print(t)
         if probe.get("verdict"):
             out.print(probe["verdict"])
+        base = probe.get("baseline_busbw_gbps")
+        if base:
+            peak = probe.get("peak_busbw_gbps", 0.0)
+            out.print(
+                f"peak bus bandwidth {peak:.1f} GB/s vs the published {base:.0f} GB/s "
+                f"for this type ({100 * peak / base:.0f}%)"
+            )
 
 
 def register(app: typer.Typer) -> None:

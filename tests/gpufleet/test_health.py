@@ -43,3 +43,14 @@ def test_gate_error_names_failing_nodes():
     e = health.UnhealthyCluster("t", [bad])
     assert "node-1" in str(e) and "ecc: 2 DBE" in str(e) and e.exit_code == 5
     assert "gpufleet health t" in e.hint
+
+
+def test_cloud_nodes_are_checked_against_the_catalog():
+    c = cluster("aws", "p5.48xlarge", "efa")
+    exp = health.expected_for(c)
+    assert (exp.gpus, exp.gpu_model, exp.fabric_devices, exp.nvswitch) == (8, "H100", 32, True)
+    cmd = health.check_command(c, exp)
+    assert "--expect-model H100" in cmd and "--expect-fabric-devices 32" in cmd
+    assert "--nvswitch" in cmd and "--expect-memory-gib 80" in cmd
+    nd = health.expected_for(cluster("azure", "Standard_ND96asr_v4", "infiniband"))
+    assert nd.fabric_devices == 8 and nd.busbw_baseline_gbps is None
