@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.fleet import DLAMI_SSM_PARAMETER, ROOT_DEVICE
-from components.aws.network import build_network
+from components.aws.fleet import ROOT_DEVICE, encode_user_data, image_id
+from components.aws.network import aws_region, build_network
 from components.bake import ImageBakeComponent
 
 DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
@@ -21,15 +21,16 @@ class ImageBake(ImageBakeComponent):
         super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags
-        net = build_network(name, spec, tags, child, spec.effective_region)
+        builder_type = spec.instance_type or DEFAULT_BUILDER
+        net = build_network(name, spec, tags, child, aws_region(spec), builder_type)
         builder = aws.ec2.Instance(
             f"{name}-builder",
-            ami=spec.image or aws.ssm.get_parameter_output(name=DLAMI_SSM_PARAMETER).value,
-            instance_type=spec.instance_type or DEFAULT_BUILDER,
+            ami=image_id(spec.image),
+            instance_type=builder_type,
             subnet_id=net.subnet_id,
             vpc_security_group_ids=[net.security_group.id],
             associate_public_ip_address=True,
-            user_data=self.user_data(),
+            user_data_base64=self.user_data().apply(encode_user_data),  # gzip: EC2's 16 KB
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required"
             ),

@@ -3,21 +3,57 @@
 from __future__ import annotations
 
 import base64
+import gzip
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.network import build_network
+from components.aws.network import aws_region, build_network
 from components.catalog import lookup
-from components.errors import SpecError
+from components.errors import GpufleetError, SpecError
 from components.fleet import GpufleetComponent
 
-# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6).
+# Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6). The name
+# follows AWS's rule (DLAMI name minus "deep", "learning", "ami") and is the one public IaC uses.
 DLAMI_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
+USER_DATA_LIMIT = 16384  # bytes, before base64 (EC2 user guide, "Work with instance user data")
+
+
+def image_id(image: str | None) -> str:
+    """The launch template's image: an AMI id, or an SSM parameter EC2 resolves at launch.
+
+    `resolve:ssm:` keeps the template unchanged when AWS publishes a new DLAMI, so a later
+    `pulumi up` does not replace running nodes (a changed launch template forces new instances).
+    """
+    image = image or DLAMI_SSM_PARAMETER
+    if image.startswith("/"):
+        return f"resolve:ssm:{image}"
+    if image.startswith(("ami-", "resolve:ssm:")):
+        return image
+    raise SpecError(
+        "image",
+        f"{image!r} is neither an AMI id nor an SSM parameter",
+        "give ami-0123456789abcdef0, or a parameter path such as " + DLAMI_SSM_PARAMETER,
+    )
+
+
+def encode_user_data(text: str) -> str:
+    """Cloud-init text as EC2 takes it: gzip (cloud-init inflates it), then base64.
+
+    The rendered recipe with real keys is just over EC2's 16 KB limit as plain text; gzip
+    brings it to about a third.
+    """
+    packed = gzip.compress(text.encode(), compresslevel=9, mtime=0)
+    if len(packed) > USER_DATA_LIMIT:
+        raise GpufleetError(
+            f"node user data is {len(packed)} bytes gzipped; EC2 takes at most {USER_DATA_LIMIT}",
+            hint="move large files out of images/ cloud-init templates (fetch them at boot)",
+        )
+    return base64.b64encode(packed).decode()
 
 
 def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[Any]:
@@ -65,13 +101,13 @@ class GpuFleet(GpufleetComponent):
         it = lookup("aws", spec.instance_type)
         tags = self.tags
         child = self.child()
-        region = spec.effective_region
+        region = aws_region(spec)
         net = build_network(name, spec, tags, child, region)
 
         placement = aws.ec2.PlacementGroup(
             f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
         )
-        ami = spec.image or aws.ssm.get_parameter_output(name=DLAMI_SSM_PARAMETER).value
+        ami = image_id(spec.image)
         nics = network_interfaces(it.efa_interfaces, net.subnet_id, net.security_group.id)
         market = None
         if spec.spot:
@@ -108,9 +144,7 @@ class GpuFleet(GpufleetComponent):
                 instance_market_options=market,
                 # The node's TTL timer powers it off; AWS then terminates it (facts §1.9).
                 instance_initiated_shutdown_behavior="terminate",
-                user_data=self.user_data(i).apply(
-                    lambda text: base64.b64encode(text.encode()).decode()
-                ),
+                user_data=self.user_data(i).apply(encode_user_data),
                 tag_specifications=[
                     aws.ec2.LaunchTemplateTagSpecificationArgs(
                         resource_type=kind, tags={**tags, "Name": f"{name}-node-{i}"}
@@ -136,7 +170,8 @@ class GpuFleet(GpufleetComponent):
                         domain="vpc",
                         network_interface=inst.primary_network_interface_id,
                         tags={**tags, "Name": f"{name}-node-{i}-eip"},
-                        opts=child,
+                        # An EIP needs the VPC's internet gateway attached first.
+                        opts=self.child(depends_on=net.gateways),
                     )
                 )
         self.finish(

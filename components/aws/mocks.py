@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 FAKE_AMI = "ami-0a1b2c3d4e5f60718"
+OFFERED_IN = ("d", "b", "f")  # zone letters offering every type, unsorted as AWS may list them
 
 
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
@@ -24,6 +25,15 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
 
 
 def fake_call(token: str, args: dict[str, Any]) -> dict | None:
+    if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+        region = args.get("region") or "us-east-1"
+        zones = [f"{region}{z}" for z in OFFERED_IN]
+        return {
+            "id": region,
+            "locations": zones,
+            "location_types": ["availability-zone"] * len(zones),
+            "instance_types": [f["values"][0] for f in args.get("filters") or []] * len(zones),
+        }
     if token == "aws:ssm/getParameter:getParameter":
         return {
             "name": args.get("name"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
+from components.errors import SpecError
 
 VPC_CIDR = "10.42.0.0/16"
 # One /20: EFA traffic cannot cross subnets, and every "efa" interface takes an address
@@ -19,16 +22,63 @@ class Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     security_group: Any
+    gateways: list[Any] = field(default_factory=list)  # what an Elastic IP must wait for
 
 
-def availability_zone(region: str, zone: str | None) -> str:
-    return zone or f"{region}a"
+def aws_region(spec: Any) -> str:
+    """The region the fleet is in: the spec's, which must agree with the stack's `aws:region`."""
+    configured = pulumi.Config("aws").get("region")
+    if spec.region and configured and spec.region != configured:
+        raise SpecError(
+            "region",
+            f"the cluster asks for {spec.region} but the stack's aws:region is {configured}",
+            "make gpufleet:cluster region and aws:region the same",
+        )
+    return spec.region or configured or spec.effective_region
+
+
+def first_zone(locations: list[str], instance_type: str, region: str) -> str:
+    """The zone a new subnet goes in: the first (by name) that offers the instance type."""
+    if not locations:
+        raise SpecError(
+            "instance_type",
+            f"{instance_type} is not offered in any availability zone of {region}",
+            "pick another region, or another type (see `gpufleet catalog --cloud aws`)",
+        )
+    return sorted(locations)[0]
+
+
+def availability_zone(spec: Any, instance_type: str, region: str) -> pulumi.Input[str]:
+    """The spec's zone, or one that offers the type (AZ letters map differently per account)."""
+    if spec.zone:
+        return spec.zone
+    offers = aws.ec2.get_instance_type_offerings_output(
+        location_type="availability-zone",
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])
+        ],
+        region=region,
+    )
+    return offers.locations.apply(lambda locs: first_zone(list(locs or []), instance_type, region))
+
+
+def ssh_sources(cidrs: list[str]) -> dict[str, list[str]]:
+    """SSH rule sources split by IP version, as the security group rule takes them."""
+    v6 = [c for c in cidrs if ipaddress.ip_network(c).version == 6]
+    v4 = [c for c in cidrs if c not in v6]
+    return {k: v for k, v in (("cidr_blocks", v4), ("ipv6_cidr_blocks", v6)) if v}
 
 
 def build_network(
-    name: str, spec: Any, tags: dict[str, str], opts: pulumi.ResourceOptions, region: str
+    name: str,
+    spec: Any,
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+    region: str,
+    instance_type: str | None = None,
 ) -> Network:
     """Use the spec's VPC/subnet when given; otherwise create VPC, subnet, IGW and routes."""
+    gateways: list[Any] = []
     if spec.subnet_id and spec.vpc_id:
         vpc_id, subnet_id = spec.vpc_id, spec.subnet_id
     else:
@@ -47,9 +97,14 @@ def build_network(
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=SUBNET_CIDR,
-            availability_zone=availability_zone(region, spec.zone),
+            availability_zone=availability_zone(spec, instance_type or spec.instance_type, region),
             tags={**tags, "Name": f"{name}-subnet"},
-            opts=opts,
+            # A looked-up zone is chosen once: a later offering elsewhere must not move the fleet.
+            opts=opts
+            if spec.zone
+            else pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(ignore_changes=["availabilityZone"])
+            ),
         )
         routes = aws.ec2.RouteTable(
             f"{name}-routes",
@@ -62,6 +117,7 @@ def build_network(
             f"{name}-routes-assoc", subnet_id=subnet.id, route_table_id=routes.id, opts=opts
         )
         vpc_id, subnet_id = vpc.id, subnet.id
+        gateways = [igw]
     sg = aws.ec2.SecurityGroup(
         f"{name}-sg",
         vpc_id=vpc_id,
@@ -72,7 +128,7 @@ def build_network(
                 protocol="tcp",
                 from_port=22,
                 to_port=22,
-                cidr_blocks=spec.ssh_cidrs,
+                **ssh_sources(spec.ssh_cidrs),
             ),
             # EFA needs all traffic to AND from the group itself (facts §1.3).
             aws.ec2.SecurityGroupIngressArgs(
@@ -94,4 +150,4 @@ def build_network(
         tags={**tags, "Name": f"{name}-sg"},
         opts=opts,
     )
-    return Network(vpc_id=vpc_id, subnet_id=subnet_id, security_group=sg)
+    return Network(vpc_id=vpc_id, subnet_id=subnet_id, security_group=sg, gateways=gateways)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 
 import pytest
 
@@ -29,6 +30,8 @@ def bake_plan(stack: str):
 
 def user_data(builder) -> str:
     i = builder.inputs
+    if "userDataBase64" in i:  # AWS: gzipped to fit EC2's 16 KB
+        return gzip.decompress(base64.b64decode(i["userDataBase64"])).decode()
     if "userData" in i:
         return i["userData"]
     if "metadata" in i:

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import ipaddress
+import os
+import subprocess
 
 import pytest
 
+from components.aws.fleet import (
+    DLAMI_SSM_PARAMETER,
+    USER_DATA_LIMIT,
+    encode_user_data,
+    image_id,
+)
+from components.errors import GpufleetError, SpecError
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+SUBNET = "aws:ec2/subnet:Subnet"
 UNTAGGABLE = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
     "tls:index/privateKey:PrivateKey",
@@ -74,15 +86,128 @@ def test_imdsv2_encrypted_gp3_root_and_shutdown_terminates(p4d):
         assert "instanceMarketOptions" not in lt.inputs
 
 
-def test_dlami_from_ssm_and_user_data_is_base64_cloud_init(p4d):
-    from components.aws.mocks import FAKE_AMI
+def cloud_init_text(lt) -> str:
+    return gzip.decompress(base64.b64decode(lt.inputs["userData"])).decode()
 
+
+def test_dlami_resolved_by_ec2_at_launch_so_a_new_dlami_does_not_replace_nodes(p4d):
+    for lt in p4d.of_type(LT):
+        assert lt.inputs["imageId"] == f"resolve:ssm:{DLAMI_SSM_PARAMETER}"
+
+
+def test_user_data_is_gzipped_base64_cloud_init_with_the_nodes_own_host_key(p4d):
     for lt in p4d.of_type(LT):
         i = lt.name.split("-")[-2]  # aws-p4d-node-<i>-lt
-        assert lt.inputs["imageId"] == FAKE_AMI
-        text = base64.b64decode(lt.inputs["userData"]).decode()
+        packed = base64.b64decode(lt.inputs["userData"])
+        assert len(packed) < USER_DATA_LIMIT // 2  # room for the recipe to grow
+        text = cloud_init_text(lt)
         assert text.startswith("#cloud-config")
         assert f"MOCK-aws-p4d-node-{i}-host-key" in text  # this node's own host key
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter cloud-init itself runs under
+
+
+def cloud_init_importable() -> bool:
+    if not os.path.exists(SYSTEM_PYTHON):
+        return False
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import cloudinit.user_data"], check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not cloud_init_importable(), reason="cloud-init is not installed")
+def test_cloud_init_itself_inflates_the_user_data(p4d):
+    lt = p4d.of_type(LT)[0]
+    script = (
+        "import base64, sys\n"
+        "from cloudinit.user_data import convert_string\n"
+        "msg = convert_string(base64.b64decode(sys.stdin.read()))\n"
+        "sys.stdout.write(msg.get_payload(decode=True).decode())\n"
+    )
+    out = subprocess.run(
+        [SYSTEM_PYTHON, "-c", script],
+        input=lt.inputs["userData"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout == cloud_init_text(lt)
+
+
+def test_user_data_over_ec2_limit_even_gzipped_is_refused():
+    recipe_like = "\n".join(f"- step {i}: install and check" for i in range(2000))
+    assert len(recipe_like) > USER_DATA_LIMIT  # over the limit as plain text ...
+    assert len(base64.b64decode(encode_user_data(recipe_like))) < USER_DATA_LIMIT  # ... not gzipped
+    with pytest.raises(GpufleetError, match="16384"):
+        encode_user_data(base64.b64encode(os.urandom(USER_DATA_LIMIT)).decode())
+
+
+def test_image_is_an_ami_or_an_ssm_parameter():
+    assert image_id(None) == f"resolve:ssm:{DLAMI_SSM_PARAMETER}"
+    assert image_id("ami-0123456789abcdef0") == "ami-0123456789abcdef0"
+    assert image_id("/my/images/latest") == "resolve:ssm:/my/images/latest"
+    with pytest.raises(SpecError) as e:
+        image_id("ubuntu-22.04")
+    assert e.value.field == "image"
+
+
+def test_instances_leave_subnet_and_groups_to_the_template_nics(p4d):
+    # EC2 refuses instance-level subnet or security groups next to template NICs.
+    instances = p4d.of_type(INSTANCE)
+    assert sorted(i.name for i in instances) == ["aws-p4d-node-0", "aws-p4d-node-1"]
+    for inst in instances:
+        assert inst.inputs["launchTemplate"]["version"] == "1"
+        for key in ("subnetId", "vpcSecurityGroupIds", "securityGroups", "ami", "userData"):
+            assert key not in inst.inputs, key
+
+
+def test_subnet_goes_in_a_zone_that_offers_the_type(p4d):
+    # mocks offer every type in zones d, b, f: the first by name wins
+    assert p4d.one(SUBNET).inputs["availabilityZone"] == "us-east-1b"
+    pinned = plan("aws-p4d", zone="us-east-1f")
+    assert pinned.one(SUBNET).inputs["availabilityZone"] == "us-east-1f"
+
+
+def test_first_zone_refuses_a_type_offered_nowhere():
+    from components.aws.network import first_zone
+
+    assert first_zone(["us-west-2c", "us-west-2a"], "p5.48xlarge", "us-west-2") == "us-west-2a"
+    with pytest.raises(SpecError) as e:
+        first_zone([], "p5.48xlarge", "eu-north-1")
+    assert e.value.field == "instance_type"
+
+
+def spec_error(fn) -> SpecError | None:
+    """The SpecError behind whatever the Pulumi runtime wraps it in."""
+    with pytest.raises(Exception) as e:
+        fn()
+    err = e.value
+    while err is not None and not isinstance(err, SpecError):
+        err = err.__cause__ or err.__context__
+    return err
+
+
+def test_spec_region_must_agree_with_the_stacks_aws_region():
+    err = spec_error(lambda: plan("aws-p4d", region="eu-west-1"))
+    assert isinstance(err, SpecError) and err.field == "region"
+
+
+def test_ssh_from_ipv6_cidrs_goes_in_the_ipv6_field():
+    p = plan("aws-p4d", ssh_cidrs=["203.0.113.7/32", "2001:db8::/64"])
+    sg = p.one("aws:ec2/securityGroup:SecurityGroup")
+    (ssh,) = [r for r in sg.inputs["ingress"] if not r.get("self")]
+    assert ssh["cidrBlocks"] == ["203.0.113.7/32"]
+    assert ssh["ipv6CidrBlocks"] == ["2001:db8::/64"]
+
+
+def test_type_without_efa_gets_one_plain_nic_with_a_public_ip():
+    p = plan("aws-g5", instance_type="g6.24xlarge")  # no EFA in the catalog
+    for lt in p.of_type(LT):
+        (nic,) = lt.inputs["networkInterfaces"]
+        assert "interfaceType" not in nic  # a plain ENA
+        assert nic["associatePublicIpAddress"] == "true" and nic["deviceIndex"] == 0
+    assert not p.of_type("aws:ec2/eip:Eip")
+    assert_contract(p, 2)
 
 
 def test_every_taggable_resource_carries_cluster_and_expiry(p4d):
@@ -121,11 +246,5 @@ def test_contract_outputs(p4d):
 
 
 def test_a_stack_without_ssh_cidrs_is_refused_before_anything_is_declared():
-    from components.errors import SpecError
-
-    with pytest.raises(Exception) as e:
-        plan("aws-p4d", ssh_cidrs=[])
-    err = e.value
-    while err is not None and not isinstance(err, SpecError):
-        err = err.__cause__ or err.__context__
+    err = spec_error(lambda: plan("aws-p4d", ssh_cidrs=[]))
     assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
