@@ -1,77 +1,172 @@
-"""scripts/allreduce_probe.py: bandwidth arithmetic, transport verdicts, and a real gloo run."""
+"""scripts/allreduce_probe.py: bandwidth maths, NCCL transport, verdicts, and a real gloo run."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import os
+import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "allreduce_probe.py"
-spec = importlib.util.spec_from_file_location("allreduce_probe", SCRIPT)
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+from tests.scripts import ROOT
+
+# Lines in NCCL_DEBUG=INFO's format, as published in NCCL and aws-ofi-nccl users' logs.
+SOCKET_LOG = """\
+h:880:887 [0] NCCL INFO NET/IB : No device found.
+h:880:887 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.2<0>
+h:880:887 [0] NCCL INFO Using non-device net plugin version 0
+h:880:887 [0] NCCL INFO Using network Socket
+"""
+EFA_LOG = """\
+h:7614:7691 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)
+h:7614:7691 [0] NCCL INFO NET/OFI Selected Provider is efa (found 32 nics)
+h:7614:7691 [0] NCCL INFO Using network AWS Libfabric
+"""
+IB_LOG = """\
+h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>
+h:1:1 [0] NCCL INFO Using network IB
+"""
+# IB initialised, but NCCL_NET=Socket made NCCL pick sockets: the decision line wins.
+IB_BUT_SOCKET_LOG = """\
+h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>
+h:1:1 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>
+h:1:1 [0] NCCL INFO Using network Socket
+"""
 
 
-def test_busbw_follows_nccl_tests():
-    algbw, busbw = probe.bus_bandwidth(1_000_000_000, 0.1, 8)
-    assert algbw == pytest.approx(10.0) and busbw == pytest.approx(17.5)
-    assert probe.bus_bandwidth(10**9, 1.0, 1)[1] == 0.0
+def test_sizes(probe):
+    assert probe.parse_sizes("65536,1048576") == [65536, 1048576]
+    assert probe.parse_sizes("64K, 1M,256MiB,1G") == [64 << 10, 1 << 20, 256 << 20, 1 << 30]
+    assert probe.GPU_SIZES[0] == 1 << 20 and probe.GPU_SIZES[-1] == 256 << 20
+    assert probe.CPU_SIZES[0] == 64 << 10 and probe.CPU_SIZES[-1] == 16 << 20
+    with pytest.raises(ValueError, match="not a message size"):
+        probe.parse_sizes("1T")
+
+
+def test_bandwidth_definitions_match_nccl_tests(probe):
+    assert probe.algbw_gbps(2_000_000_000, 2.0) == 1.0
+    assert probe.busbw_gbps(10.0, 8) == pytest.approx(17.5)  # 2(n-1)/n = 1.75
+    assert probe.busbw_gbps(10.0, 2) == pytest.approx(10.0)
+    assert probe.busbw_gbps(10.0, 1) == 0.0
+    row = probe.result_row(1 << 20, 0.001, 4)
+    assert row == {"bytes": 1048576, "time_us": 1000.0, "algbw_gbps": 1.049, "busbw_gbps": 1.573}
 
 
 @pytest.mark.parametrize(
-    ("log", "want"),
+    ("log", "transport"),
     [
-        (
-            "NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\nNCCL INFO Using network Socket",
-            "Socket",
-        ),
-        (
-            "NCCL INFO NET/OFI Selected provider is efa\nNCCL INFO Using network AWS Libfabric",
-            "AWS Libfabric",
-        ),
-        ("NCCL INFO NET/IB : Using [0]mlx5_ib0:1/IB\nNCCL INFO Using network IB", "IB"),
-        ("nothing here", None),
+        (SOCKET_LOG, "socket"),
+        (EFA_LOG, "efa"),
+        (IB_LOG, "infiniband"),
+        (IB_BUT_SOCKET_LOG, "socket"),
+        ("h:1:1 [0] NCCL INFO Using network Libfabric\n", "efa"),
+        ("h:1:1 [0] NCCL INFO Using network GPUDirectTCPX_v7\n", "tcpx"),
+        ("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n", "infiniband"),
+        ("h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n", None),
     ],
 )
-def test_nccl_network_from_its_log(log, want):
-    assert probe.nccl_network(log) == want
+def test_transport_from_nccl_log(probe, log, transport):
+    assert probe.transport_from_nccl_log(log) == transport
 
 
-def test_verdicts():
-    assert probe.verdict("efa", "nccl", "Socket") == (
-        False, "NCCL fell back to sockets instead of efa: check the plugin and env"
-    )  # fmt: skip
-    assert probe.verdict("efa", "nccl", "AWS Libfabric")[0]
-    assert probe.verdict("infiniband", "nccl", "IB")[0]
-    assert not probe.verdict("tcpx", "nccl", "IB")[0]
-    assert not probe.verdict("efa", "nccl", None)[0]
-    assert probe.verdict("none", "gloo", None)[0]
+def test_verdict_says_nccl_fell_back_to_sockets(probe):
+    result = probe.verdict("efa", "socket", nodes=2)
+    assert result["ok"] is False
+    assert result["message"].startswith("NCCL fell back to sockets (NET/Socket) instead of efa")
+    assert "aws-ofi-nccl" in result["message"]
+    ib = probe.verdict("infiniband", "socket", nodes=4)
+    assert not ib["ok"] and "NCCL_IB_DISABLE" in ib["message"]
+
+
+@pytest.mark.parametrize(
+    ("fabric", "observed", "nodes", "ok", "words"),
+    [
+        ("efa", "efa", 2, True, "NCCL used efa"),
+        ("infiniband", "infiniband", 2, True, "NCCL used infiniband"),
+        ("none", "gloo", 3, True, "no fast fabric expected"),
+        ("none", "socket", 2, True, "no fast fabric expected"),
+        ("efa", "socket", 1, True, "single node"),
+        ("efa", None, 2, False, "could not tell"),
+        ("efa", "infiniband", 2, False, "NCCL used infiniband, expected efa"),
+        ("tcpx", "gloo", 2, False, "gloo over TCP"),
+    ],
+)
+def test_verdicts(probe, fabric, observed, nodes, ok, words):
+    result = probe.verdict(fabric, observed, nodes)
+    assert result["ok"] is ok and words in result["message"]
+
+
+def test_summary_takes_the_worst_rank_and_the_baseline(probe):
+    rows = [probe.result_row(256 << 20, 0.004, 16), probe.result_row(1 << 20, 0.0002, 16)]
+    doc = probe.summary(
+        "nccl", 16, 2, rows, "efa", ["efa", "socket"] + ["efa"] * 14, {"FI_PROVIDER": "efa"}, 78.0
+    )
+    assert doc["transport"]["observed"] == "socket"
+    assert doc["transport_ok"] is False and doc["ok"] is False
+    assert doc["verdict"].startswith("NCCL fell back to sockets")
+    assert doc["peak_busbw_gbps"] == rows[0]["busbw_gbps"]
+    assert doc["baseline"]["busbw_gbps"] == 78.0 and doc["baseline"]["ok"] is True
+    healthy = probe.summary("nccl", 16, 2, rows, "efa", ["efa"] * 16, {}, 300.0)
+    assert healthy["transport_ok"] is True and healthy["verdict"] == "NCCL used efa"
+    assert healthy["baseline"]["ok"] is False and healthy["ok"] is False  # 125.8 of 300 GB/s
+
+
+def test_marker_line_round_trip(probe):
+    doc = {"backend": "gloo", "results": []}
+    line = probe.format_line(doc)
+    assert line.startswith("GPUFLEET_ALLREDUCE {")
+    assert probe.parse_line(f"[node-0] noise\n{line}\n") == doc
+    with pytest.raises(ValueError):
+        probe.parse_line("nothing here")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
-def test_real_gloo_run_reports_bus_bandwidth():
-    r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
-         "--master-addr=127.0.0.1", f"--master-port={free_port()}", str(SCRIPT),
-         "--sizes", "65536,1048576", "--iters", "3"],
-        capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith(probe.MARK)]
-    rep = json.loads(line[len(probe.MARK) :])
-    assert rep["backend"] == "gloo" and rep["world_size"] == 2 and rep["ok"]
-    assert [x["bytes"] for x in rep["results"]] == [65536, 1048576]
-    assert all(x["busbw_gbps"] > 0 for x in rep["results"])
+@pytest.mark.torch
+def test_real_gloo_run_with_torchrun(probe, tmp_path):
+    pytest.importorskip("torch")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--master-addr=127.0.0.1",
+        f"--master-port={free_port()}",
+        str(ROOT / "scripts" / "allreduce_probe.py"),
+        "--sizes=65536,1048576",
+        "--iters=3",
+        "--timeout=60",
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS="1", GPUFLEET_FABRIC="none", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, so nothing can outlive the test
+    )
+    try:
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, output
+    doc = probe.parse_line(output)
+    assert doc["backend"] == "gloo" and doc["world_size"] == 2 and doc["nodes"] == 1
+    assert [row["bytes"] for row in doc["results"]] == [65536, 1048576]
+    assert all(row["busbw_gbps"] > 0 and row["time_us"] > 0 for row in doc["results"])
+    assert doc["transport"]["per_rank"] == ["gloo", "gloo"]
+    assert doc["transport_ok"] is True and doc["ok"] is True
+    assert doc["verdict"].startswith("no fast fabric expected")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no rank or agent left in the job's process group
