@@ -257,9 +257,10 @@ def parse_query_gpu_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> li
         if len(cells) != len(fields):
             raise ValueError(f"expected {len(fields)} columns, got {len(cells)}: {line!r}")
         row = dict(zip(fields, cells))
+        index = _int(row.get("index"))
         gpus.append(
             Gpu(
-                index=_int(row.get("index")) or len(gpus),
+                index=len(gpus) if index is None else index,
                 bus_id=row.get("pci.bus_id", ""),
                 name=row.get("name", ""),
                 uuid=row.get("uuid", ""),
