@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from components.errors import CatalogEntryError, CatalogError
+from components.errors import CatalogEntryError, CatalogError, GpufleetError
+from components.fabric import FABRICS
 
 DATA = Path(__file__).with_name("catalog.yaml")
+CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+
+_DATE_RE = re.compile(r"^\d{4}(-\d{2}){0,2}$")
+_REQUIRED = (
+    "gpus",
+    "gpu_model",
+    "gpu_memory_gib",
+    "vcpus",
+    "ram_gib",
+    "fabric",
+    "price_per_hour",
+    "price_region",
+    "price_date",
+    "price_source",
+)
 
 
 @dataclass(frozen=True)
 class InstanceType:
+    """One instance type. GPU memory is nominal (as sold); prices are on-demand Linux."""
+
     cloud: str
     name: str
     gpus: int
@@ -37,44 +58,125 @@ class InstanceType:
     def needs_fabric_manager(self) -> bool:
         return self.nvswitch
 
+    @property
+    def cloud_machine_type(self) -> str:
+        """What to pass to the cloud as the machine type / VM size."""
+        return self.machine_type or self.name
 
-@functools.cache
-def load() -> tuple[InstanceType, ...]:
-    """Every catalog entry, in file order."""
-    import yaml
-
-    return parse(yaml.safe_load(DATA.read_text()))
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
-def parse(raw: dict) -> tuple[InstanceType, ...]:
+_FIELDS = {f.name for f in dataclasses.fields(InstanceType)} - {"cloud", "name"}
+
+
+class _Entry:
+    """The checks of one raw entry; each failure is a CatalogEntryError naming the field."""
+
+    def __init__(self, cloud: str, name: str, raw: dict[str, Any]):
+        self.cloud, self.name, self.raw = cloud, name, raw
+
+    def fail(self, key: str, problem: str) -> CatalogEntryError:
+        return CatalogEntryError(self.cloud, self.name, f"{key} {problem}", field=key)
+
+    def number(self, key: str, kind: type, minimum: float = 0, strict: bool = True) -> Any:
+        v = self.raw.get(key, 0)
+        ok_type = (int, float) if kind is float else int
+        if isinstance(v, bool) or not isinstance(v, ok_type):
+            what = "an integer" if kind is int else "a number"
+            raise self.fail(key, f"must be {what}, got {v!r}")
+        if v < minimum or (strict and v == minimum):
+            rel = "greater than" if strict else "at least"
+            raise self.fail(key, f"must be {rel} {minimum}, got {v!r}")
+        return v
+
+    def check(self) -> InstanceType:
+        e = self.raw
+        unknown = sorted(set(e) - _FIELDS)
+        if unknown:
+            raise self.fail(unknown[0], "is not a catalog field")
+        for key in _REQUIRED:
+            if e.get(key) in (None, ""):
+                raise self.fail(key, "is required (an unpriced type stays out of the catalog)")
+        self.number("gpus", int)
+        self.number("vcpus", int)
+        for key in ("gpu_memory_gib", "ram_gib", "price_per_hour"):
+            self.number(key, float)
+        fabric = e["fabric"]
+        if fabric not in FABRICS:
+            raise self.fail("fabric", f"{fabric!r} is not one of {', '.join(FABRICS)}")
+        efa = self.number("efa_interfaces", int, strict=False)
+        if (fabric == "efa") != (efa > 0):
+            raise self.fail("efa_interfaces", f"is {efa} with fabric {fabric!r}: > 0 iff efa")
+        nics = self.number("extra_nics", int, strict=False)
+        if fabric in ("tcpx", "tcpxo") and nics == 0:
+            raise self.fail("extra_nics", f"must be > 0 for fabric {fabric} (the GPU NICs)")
+        if not isinstance(e.get("nvswitch", False), bool):
+            raise self.fail("nvswitch", "must be true or false")
+        if not _DATE_RE.match(str(e["price_date"])):
+            raise self.fail("price_date", f"{e['price_date']!r} is not YYYY, YYYY-MM or YYYY-MM-DD")
+        if e.get("allreduce_busbw_gbps") is not None:
+            self.number("allreduce_busbw_gbps", float)
+        if bool(e.get("machine_type")) != bool(e.get("accelerator")):
+            raise self.fail("accelerator", "and machine_type go together (an N1 host + its GPUs)")
+        if e.get("accelerator") and self.cloud != "gcp":
+            raise self.fail("accelerator", "is only meaningful on gcp")
+        notes = e.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise self.fail("notes", "must be a list of strings")
+        values = dict(e, price_date=str(e["price_date"]), notes=list(notes))
+        return InstanceType(cloud=self.cloud, name=self.name, **values)
+
+
+def parse(raw: Any) -> tuple[InstanceType, ...]:
     """Entries of a catalog document, each checked; a CatalogEntryError names the bad one."""
-    out = []
+    if not isinstance(raw, dict) or not isinstance(raw.get("clouds"), dict):
+        raise GpufleetError(f"{DATA.name}: expected a top-level 'clouds' mapping")
+    out: list[InstanceType] = []
     for cloud, entries in raw["clouds"].items():
-        for name, e in entries.items():
-            try:
-                it = InstanceType(cloud=cloud, name=name, **e)
-            except TypeError as err:
-                raise CatalogEntryError(cloud, name, str(err)) from None
-            check(it)
-            out.append(it)
+        if cloud not in CLOUDS:
+            raise GpufleetError(f"{DATA.name}: unknown cloud {cloud!r}; expected {CLOUDS}")
+        for name, e in (entries or {}).items():
+            if not isinstance(e, dict):
+                raise CatalogEntryError(cloud, str(name), "entry must be a mapping of fields")
+            out.append(_Entry(cloud, str(name), e).check())
     return tuple(out)
 
 
-def check(it: InstanceType) -> None:
-    """Reject an entry that would render a wrong fleet."""
-    from components.fabric import FABRICS
+def _yaml_loader() -> Any:
+    """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+    import yaml
 
-    problems = []
-    if it.fabric not in FABRICS:
-        problems.append(f"fabric {it.fabric!r} is not one of {', '.join(FABRICS)}")
-    if it.gpus < 1:
-        problems.append("gpus must be at least 1")
-    if (it.fabric == "efa") != (it.efa_interfaces > 0):
-        problems.append("efa_interfaces > 0 exactly when fabric is efa")
-    if it.price_per_hour is not None and (it.price_per_hour <= 0 or not it.price_region):
-        problems.append("a price needs a positive value and its price_region")
-    if problems:
-        raise CatalogEntryError(it.cloud, it.name, "; ".join(problems))
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults` may be overridden by the entry's own keys
+            key = loader.construct_object(key_node)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise GpufleetError(f"{DATA.name} line {line}: duplicate key {key!r}")
+            seen.add(key)
+        return loader.construct_mapping(node, deep=True)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
+def parse_text(text: str) -> tuple[InstanceType, ...]:
+    """Entries of catalog YAML text, checked."""
+    import yaml
+
+    return parse(yaml.load(text, Loader=_yaml_loader()))
+
+
+@functools.cache
+def load() -> tuple[InstanceType, ...]:
+    """Every catalog entry, in file order, checked."""
+    return parse_text(DATA.read_text())
 
 
 def types(cloud: str | None = None, gpu: str | None = None) -> list[InstanceType]:
@@ -93,3 +195,8 @@ def lookup(cloud: str, name: str) -> InstanceType:
         if t.cloud == cloud and t.name == name:
             return t
     raise CatalogError(name, cloud, [t.name for t in types(cloud)])
+
+
+def hourly_price(cloud: str, name: str, nodes: int = 1) -> float:
+    """On-demand $/hour of `nodes` instances of one type (every entry has a price)."""
+    return float(lookup(cloud, name).price_per_hour or 0.0) * nodes

@@ -44,13 +44,23 @@ class CatalogError(GpufleetError):
         self.cloud = cloud
 
 
-class CatalogEntryError(GpufleetError):
-    """A catalog entry is malformed (a defect in catalog.yaml, not in user input)."""
+class CatalogEntryError(CatalogError):
+    """A catalog entry breaks a rule (a defect in catalog.yaml, not in user input).
 
-    def __init__(self, cloud: str, name: str, problem: str):
-        super().__init__(
-            f"catalog entry {cloud}/{name}: {problem}", hint="fix components/catalog.yaml"
+    Names the entry and the field; `problem` reads as a sentence about that field.
+    """
+
+    exit_code = 1
+
+    def __init__(self, cloud: str, name: str, problem: str, field: str = "entry"):
+        # Not CatalogError.__init__: that message is about a type missing from the catalog.
+        GpufleetError.__init__(
+            self,
+            f"catalog entry {cloud}/{name}: {problem}",
+            hint=f"fix clouds.{cloud}.{name}.{field} in components/catalog.yaml",
         )
         self.cloud = cloud
         self.name = name
+        self.instance_type = name
+        self.field = field
         self.problem = problem
