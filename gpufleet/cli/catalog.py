@@ -2,53 +2,83 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpufleet.cli.common import console, print_json
 
-CLOUDS = ("aws", "gcp", "azure")
+if TYPE_CHECKING:
+    from components.catalog import InstanceType
+
+COLUMNS = (
+    "cloud",
+    "type",
+    "GPUs",
+    "GiB/GPU",
+    "vCPU",
+    "RAM GiB",
+    "fabric",
+    "NVSwitch",
+    "$/h",
+    "region",
+)
+_RIGHT = ("GiB/GPU", "vCPU", "RAM GiB", "$/h")
+
+
+def network(t: InstanceType) -> str:
+    """The fabric column: the fabric and the NICs it needs."""
+    if t.efa_interfaces:
+        return f"efa x{t.efa_interfaces}"
+    if t.extra_nics:
+        return f"{t.fabric} +{t.extra_nics} NICs"
+    return t.fabric
+
+
+def row(t: InstanceType) -> tuple[str, ...]:
+    """One table row of an instance type, in the order of COLUMNS."""
+    return (
+        t.cloud,
+        t.name,
+        f"{t.gpus} x {t.gpu_model}",
+        f"{t.gpu_memory_gib:g}",
+        str(t.vcpus),
+        f"{t.ram_gib:g}",
+        network(t),
+        "yes" if t.nvswitch else "",
+        f"{t.price_per_hour:.3f}" if t.price_per_hour else "n/a",
+        t.price_region or "",
+    )
 
 
 def catalog(
     cloud: Annotated[str | None, typer.Option(help="aws | gcp | azure")] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU model substring, e.g. H100")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="GPU model substring, any case: H100, a10g, 80GB")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="every field, as JSON")] = False,
 ) -> None:
-    """List GPU instance types: GPUs, memory, fabric, EFA/extra NICs, NVSwitch, $/hour."""
+    """List GPU instance types: GPUs, memory, vCPU, RAM, fabric and NICs, NVSwitch, $/hour."""
     from components import catalog as cat
     from components.errors import SpecError
 
-    if cloud is not None and cloud not in CLOUDS:
-        raise SpecError("cloud", f"{cloud!r} has no catalog", f"use one of {', '.join(CLOUDS)}")
-    rows = cat.types(cloud, gpu)
+    if cloud is not None and cloud not in cat.CLOUDS:
+        clouds = ", ".join(cat.CLOUDS)
+        raise SpecError("cloud", f"{cloud!r} has no catalog", f"use one of {clouds}")
+    found = cat.types(cloud, gpu)
     if as_json:
-        print_json([dataclasses.asdict(t) for t in rows])
+        print_json([t.as_dict() for t in found])
         return
+    if not found:
+        typer.echo("no instance type matches", err=True)
+        raise typer.Exit(1)
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} GPU instance types")
-    cols = ("cloud", "type", "GPUs", "GPU", "mem GiB", "vCPU", "RAM GiB", "fabric", "NICs", "$/h")
-    for col in cols:
-        table.add_column(col, justify="right" if col in ("GPUs", "vCPU", "$/h") else "left")
-    for t in rows:
-        nics = f"{t.efa_interfaces} EFA" if t.efa_interfaces else ""
-        nics = nics or (f"+{t.extra_nics}" if t.extra_nics else "")
-        price = f"{t.price_per_hour:.3f}" if t.price_per_hour else "n/a"
-        table.add_row(
-            t.cloud,
-            t.name,
-            str(t.gpus),
-            t.gpu_model + (" (NVSwitch)" if t.nvswitch else ""),
-            f"{t.gpu_memory_gib:g}",
-            str(t.vcpus),
-            f"{t.ram_gib:g}",
-            t.fabric,
-            nics,
-            price,
-        )
+    table = Table(title=f"{len(found)} GPU instance types (on-demand Linux $/hour per instance)")
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in _RIGHT else "left", no_wrap=True)
+    for t in found:
+        table.add_row(*row(t))
     console().print(table)
 
 
