@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
 
 @dataclass
@@ -17,7 +18,9 @@ class PlannedResource:
     type: str
     name: str
     inputs: dict[str, Any]
-    parent: str | None = None
+    parent: str | None = None  # the parent's name
+    depends_on: list[str] = field(default_factory=list)  # names: explicit and through inputs
+    retain_on_delete: bool = False
 
 
 @dataclass
@@ -80,6 +83,29 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return {}
 
 
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock monitor, also noting each resource's parent, dependencies and retention."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recording = mocks
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        # Registrations may interleave across threads: find this one by type and name.
+        for r in reversed(self.recording.plan.resources):
+            if (r.type, r.name) == (request.type, request.name):
+                r.parent = _urn_name(request.parent) if request.parent else None
+                r.depends_on = sorted({_urn_name(u) for u in request.dependencies})
+                r.retain_on_delete = bool(request.retainOnDelete)
+                break
+        return response
+
+
 def evaluate(
     program: Callable[[], dict[str, Any] | None],
     *,
@@ -89,7 +115,9 @@ def evaluate(
 ) -> Plan:
     """Run `program` under mocks; it may return a dict of stack exports to resolve."""
     mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
+    pulumi.runtime.set_mocks(
+        mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
+    )
     pulumi.runtime.set_all_config(config or {})
     resolved: dict[str, Any] = {}
 
