@@ -1,73 +1,235 @@
 """What every cloud's ImageBake shares: a builder VM runs the recipe, its disk becomes an image.
 
-The capture must not start before the recipe finished, and no cloud API says when cloud-init
-is done. `BuilderReady` therefore connects to the builder over SSH (pinned host key), waits for
-the readiness marker, clears the per-node state (cloud-init, env, marker) and powers it off;
-the image resource depends on it. The image is kept when the bake stack is destroyed
+No cloud API says when cloud-init and the recipe are done, so `BuilderReady` asks the builder
+itself: it connects over SSH (the host key pinned, as everywhere), waits for the readiness
+marker (failing at once, with the log, when a step failed), seals the builder (per-node state,
+host keys and logins removed, disk synced) and powers it off, then waits until the builder no
+longer answers. Every capture depends on it. The capture reads a snapshot or the stopping
+instance, never a disk still being written, and is kept when the bake stack is destroyed
 (retain_on_delete), so `gpufleet image bake` removes the builder and its network right after.
+The image carries no expiry tag: it is meant to outlive the bake.
 """
 
 from __future__ import annotations
 
+import shlex
+import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi.dynamic
 
+from components.errors import GpufleetError
 from components.fleet import fleet_tags, node_user_data
 from components.keys import cluster_keys
 
-READY_TIMEOUT_S = 90 * 60
-# Leave the image clean: the next boot is a new node with its own cloud-init, env and keys.
-SEAL_COMMAND = (
-    "sudo cloud-init clean --logs --machine-id && "
-    "sudo rm -f /etc/gpufleet/env /etc/gpufleet/nccl.env /var/lib/gpufleet/ready.json "
-    "/etc/ssh/ssh_host_* && sudo systemctl poweroff"
+READY_TIMEOUT_S = 90 * 60  # a driver install with a reboot, on a slow mirror
+DOWN_TIMEOUT_S = 10 * 60
+BAKE_HOURS = 3  # the builder's own expiry tag; it is removed within minutes of the capture
+MARKER = "/var/lib/gpufleet/ready.json"
+STEPS_LOG = "/var/log/gpufleet/steps.log"  # run-steps.sh: "<step> ok|failed|... <seconds>"
+RECIPE_LOG = "/var/log/gpufleet/recipe.log"
+
+# Leave the image clean: the next boot is a new node with its own cloud-init, env, host key and
+# login (cloud-init only appends to authorized_keys, so the builder's key is removed here).
+SEAL_STEPS: tuple[str, ...] = (
+    "cloud-init clean --logs --machine-id",
+    "rm -f /etc/gpufleet/env /etc/gpufleet/nccl.env /var/lib/gpufleet/ready.json"
+    " /etc/ssh/ssh_host_* /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys",
+    "sync",
 )
+
+
+def seal_command(before: tuple[str, ...] = ()) -> str:
+    """One root shell that seals the builder (cloud steps `before` first) and powers it off."""
+    script = "; ".join(("set -e", *before, *SEAL_STEPS, "systemctl poweroff"))
+    return "sudo -n sh -c " + shlex.quote(script)
+
+
+def probe_command(marker: str = MARKER, steps_log: str = STEPS_LOG, log: str = RECIPE_LOG) -> str:
+    """Prints `ready` + the marker, `failed` + the step log and recipe log tail, or `waiting`."""
+    m, s, r = (shlex.quote(p) for p in (marker, steps_log, log))
+    return (
+        f"if [ -s {m} ]; then echo ready; cat {m}; "
+        f"elif grep -q ' failed ' {s} 2>/dev/null; then echo failed; cat {s}; "
+        f"sudo -n tail -n 30 {r} 2>/dev/null || tail -n 30 {r} 2>/dev/null || true; "
+        "else echo waiting; fi"
+    )
+
+
+def parse_probe(text: str) -> tuple[str, str]:
+    """(state, detail) from the probe's output; anything unexpected counts as waiting."""
+    first, _, rest = text.partition("\n")
+    state = first.strip()
+    return (state, rest) if state in ("ready", "failed") else ("waiting", text.strip())
+
+
+class BuilderFailed(GpufleetError):
+    """The recipe failed on the builder, or it never became ready or never went down."""
+
+
+@dataclass(frozen=True)
+class Builder:
+    """How to reach a builder: address, login, pinned host key, and what to ask it."""
+
+    host: str
+    user: str
+    private_key: str  # OpenSSH PEM
+    host_key: str  # "type base64 [comment]"
+    port: int = 22
+    probe: str = ""
+    seal: str = ""
+
+    def connect(self, timeout: float) -> Any:
+        """An SSH client to the builder that accepts its pinned host key and no other."""
+        import base64
+        import io
+
+        import paramiko
+
+        ktype, b64 = self.host_key.split()[:2]
+        client = paramiko.SSHClient()
+        entry = self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+        client.get_host_keys().add(
+            entry, ktype, paramiko.PKey.from_type_string(ktype, base64.b64decode(b64))
+        )
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                pkey=paramiko.Ed25519Key.from_private_key(io.StringIO(self.private_key)),
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+
+def _run(client: Any, command: str, timeout: float) -> tuple[int, str]:
+    """Exit status (-1 when the connection dropped first) and output of one command."""
+    chan = client.get_transport().open_session(timeout=timeout)
+    chan.settimeout(timeout)
+    chan.set_combine_stderr(True)
+    chan.exec_command(command)
+    out = b""
+    try:
+        while chunk := chan.recv(65536):
+            out += chunk
+    except OSError:  # timed out: the builder went away mid-command (a reboot, or power-off)
+        chan.close()
+    chan.status_event.wait(30)  # set by the exit status, or when the channel closes
+    status = chan.exit_status if chan.exit_status_ready() else -1
+    return status, out.decode(errors="replace")
+
+
+def _answers(host: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:  # refused (sshd stopped) or no route/timeout (the VM is off)
+        return False
+
+
+def _visit(b: Builder) -> tuple[str | None, str]:
+    """One look at the builder: (the marker once it is ready and sealed, else None; what we saw)."""
+    import paramiko
+
+    try:
+        client = b.connect(timeout=20)
+    except (OSError, paramiko.SSHException) as e:
+        # Not up yet, rebooting after the driver install, or (BadHostKeyException) not the
+        # builder: nothing is sent then, and the timeout's message says what was last seen.
+        return None, f"{type(e).__name__}: {e}"
+    try:
+        status, out = _run(client, b.probe, timeout=60)
+        state, detail = parse_probe(out) if status == 0 else ("waiting", out)
+        if state == "failed":
+            raise BuilderFailed(
+                f"the recipe failed on the builder {b.host}:\n{detail.strip()}",
+                hint="fix the step (images/steps), then bake again",
+            )
+        if state == "waiting":
+            return None, f"recipe still running ({detail.strip()[-200:] or 'no marker yet'})"
+        status, out = _run(client, b.seal, timeout=300)
+        if status not in (0, -1):  # -1: the power-off closed the session before the status
+            raise BuilderFailed(f"sealing the builder {b.host} failed ({status}):\n{out.strip()}")
+        return detail, "sealed"
+    except (OSError, paramiko.SSHException) as e:
+        return None, f"{type(e).__name__}: {e}"
+    finally:
+        client.close()
+
+
+def wait_ready_and_seal(
+    b: Builder,
+    *,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    down_timeout_s: float = DOWN_TIMEOUT_S,
+    first_delay_s: float = 5.0,
+    max_delay_s: float = 60.0,
+) -> str:
+    """Wait for the marker, seal and power off the builder, wait until it is gone; the marker."""
+    deadline = time.monotonic() + ready_timeout_s
+    delay = first_delay_s
+    # A remote condition with no event to subscribe to: poll it, with backoff and a deadline.
+    while True:
+        marker, seen = _visit(b)
+        if marker is not None:
+            break
+        if time.monotonic() + delay > deadline:
+            raise BuilderFailed(
+                f"the builder {b.host} was not ready within {ready_timeout_s / 60:.0f} min; "
+                f"last: {seen}",
+                hint=f"look at {RECIPE_LOG} on the builder",
+            )
+        time.sleep(delay)
+        delay = min(delay * 1.5, max_delay_s)
+    gone = time.monotonic() + down_timeout_s
+    delay = min(first_delay_s, 5.0)
+    while _answers(b.host, b.port, timeout=5):
+        if time.monotonic() + delay > gone:
+            raise BuilderFailed(f"the builder {b.host} still answers after its power-off")
+        time.sleep(delay)
+    return marker
 
 
 class _BuilderReadyProvider(pulumi.dynamic.ResourceProvider):
     """create(): wait for the builder's readiness marker over SSH, seal it, power it off."""
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        import base64
-        import io
-
-        import paramiko
-
-        host, user = props["host"], props["user"]
-        key = paramiko.Ed25519Key.from_private_key(io.StringIO(props["private_key"]))
-        pinned = props["host_key"].split()
-        deadline = time.monotonic() + float(props.get("timeout_s", READY_TIMEOUT_S))
-        delay, marker = 5.0, None
-        while marker is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"builder {host}: no readiness marker within the deadline")
-            try:
-                client = paramiko.SSHClient()
-                host_key = paramiko.PKey.from_type_string(pinned[0], base64.b64decode(pinned[1]))
-                client.get_host_keys().add(host, pinned[0], host_key)
-                client.connect(host, username=user, pkey=key, timeout=20, allow_agent=False,
-                               look_for_keys=False)  # fmt: skip
-                _, out, _ = client.exec_command("cat /var/lib/gpufleet/ready.json 2>/dev/null")
-                text = out.read().decode()
-                if text.strip():
-                    marker = text
-                    client.exec_command(SEAL_COMMAND)
-                client.close()
-            except (OSError, paramiko.SSHException):
-                pass  # not up yet (or rebooting after the driver install)
-            if marker is None:
-                time.sleep(delay)
-                delay = min(delay * 1.5, 60.0)
-        return pulumi.dynamic.CreateResult(id_=f"ready-{host}", outs={**props, "ready": marker})
+        builder = Builder(
+            host=props["host"],
+            port=int(props.get("port") or 22),
+            user=props["user"],
+            private_key=props["private_key"],
+            host_key=props["host_key"],
+            probe=props["probe"],
+            seal=props["seal"],
+        )
+        marker = wait_ready_and_seal(
+            builder,
+            ready_timeout_s=float(props.get("ready_timeout_s") or READY_TIMEOUT_S),
+            down_timeout_s=float(props.get("down_timeout_s") or DOWN_TIMEOUT_S),
+        )
+        return pulumi.dynamic.CreateResult(
+            id_=f"sealed-{props['builder']}", outs={**props, "ready": marker}
+        )
 
 
 class BuilderReady(pulumi.dynamic.Resource):
-    """Done when the builder finished the recipe and was sealed and powered off."""
+    """Done when the builder finished the recipe, was sealed and powered off, and is gone."""
 
-    ready: pulumi.Output[str]
+    builder: pulumi.Output[str]
+    ready: pulumi.Output[str]  # the readiness marker: the versions the image carries
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions):
         super().__init__(_BuilderReadyProvider(), name, {**props, "ready": None}, opts)
@@ -77,11 +239,17 @@ class ImageBakeComponent(pulumi.ComponentResource):
     """Base of `gpufleet:<cloud>:ImageBake`: keys, tags, the builder's cloud-init and the wait."""
 
     cloud: str = ""
+    seal_before: tuple[str, ...] = ()  # cloud-specific sealing, run first
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"gpufleet:{self.cloud}:ImageBake", name, None, opts)
         self.spec = spec
-        self.tags = fleet_tags(spec, int(time.time()) + 3 * 3600)
+        self.tags = fleet_tags(spec, int(time.time()) + BAKE_HOURS * 3600)
+        # The image outlives the bake: no expiry for a sweeper to act on.
+        self.image_tags = {
+            **{k: v for k, v in self.tags.items() if k != "gpufleet-expires"},
+            "gpufleet-role": "node-image",
+        }
         self.ssh_user = spec.effective_ssh_user or "gpufleet"
         self.keys = cluster_keys(name, 1, self)
 
@@ -95,14 +263,18 @@ class ImageBakeComponent(pulumi.ComponentResource):
         )
 
     def wait_ready(self, host: pulumi.Input[str], builder: Any) -> BuilderReady:
+        """The wait every capture depends on (see the module docstring)."""
         return BuilderReady(
             f"{self._name}-ready",
             {
                 "host": host,
+                "port": 22,
                 "user": self.ssh_user,
                 "private_key": pulumi.Output.secret(self.keys.user.private_key_openssh),
                 "host_key": self.keys.hosts[0].public_key_openssh,
                 "builder": builder.id,
+                "probe": probe_command(),
+                "seal": seal_command(self.seal_before),
             },
             self.child(depends_on=[builder]),
         )

@@ -44,11 +44,13 @@ class ImageBake(ImageBakeComponent):
             opts=child,
         )
         ready = self.wait_ready(builder.public_ip, builder)
+        # CreateImage takes a running, stopping or stopped instance; the builder is sealed and
+        # stopping by now, and without snapshot_without_reboot EC2 would stop it first anyway.
         ami = aws.ec2.AmiFromInstance(
             f"{name}-ami",
             source_instance_id=builder.id,
             description=f"gpufleet node image ({spec.cloud}, {ROOT_DEVICE} root, recipe images/)",
-            tags={**tags, "Name": f"{name}-ami"},
+            tags={**self.image_tags, "Name": f"{name}-ami"},
             opts=self.child(depends_on=[ready], retain_on_delete=True),
         )
         self.finish(ami.id)

@@ -1,11 +1,18 @@
 """`gpufleet:azure:ImageBake`: a builder VM runs the recipe; a gallery image version captures it.
 
-Managed images need a generalized (deprovisioned) VM; a Compute Gallery image definition with
-os_state Specialized takes the builder as it is, which is what the sealed builder is.
+The capture is a *Generalized* Compute Gallery image made from a snapshot of the builder's OS
+disk. A Specialized image would not do: a VM made from one may not carry an osProfile (admin
+user, SSH key, custom data), and every gpufleet node needs exactly that for its own cloud-init.
+A managed image or a VM-sourced version would need the VM marked generalized through the API;
+a disk/snapshot source needs no such call, and the seal (waagent deprovision, cloud-init clean,
+host keys and logins removed) is what makes the disk generalized in fact. The gallery lives in
+its own resource group which, like the gallery, definition and version, is kept when the bake
+stack is destroyed; the builder's resource group goes.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pulumi
@@ -15,16 +22,23 @@ from components.azure.network import build_network, public_nic, vm_profiles
 from components.bake import ImageBakeComponent
 
 DEFAULT_BUILDER = "Standard_NC4as_T4_v3"
+IMAGE_VERSION = "1.0.0"
+
+
+def gallery_name(resource_group: str) -> str:
+    """A gallery name from its resource group's: letters, digits, '_' and '.', no '-'."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", resource_group).strip("_.")[:80]
 
 
 class ImageBake(ImageBakeComponent):
     cloud = "azure"
+    # Clears the agent's provisioning state (ovf-env.xml holds the builder's custom data).
+    seal_before = ("if command -v waagent >/dev/null; then waagent -force -deprovision; fi",)
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)
         child = self.child()
-        tags = self.tags
-        net = build_network(name, spec, tags, child)
+        net = build_network(name, spec, self.tags, child)
         common = net.common
         pip, nic = public_nic(name, net, child)
         builder = az.compute.VirtualMachine(
@@ -42,30 +56,51 @@ class ImageBake(ImageBakeComponent):
             **common,
         )
         ready = self.wait_ready(pip.ip_address, builder)
-        gallery = az.compute.Gallery(f"{name}-gallery", opts=child, **common)
+        os_disk = builder.storage_profile.apply(lambda p: p.os_disk.managed_disk.id)
+        snapshot = az.compute.Snapshot(
+            f"{name}-osdisk",
+            creation_data=az.compute.CreationDataArgs(
+                create_option="Copy", source_resource_id=os_disk
+            ),
+            incremental=False,
+            opts=self.child(depends_on=[ready]),
+            **common,
+        )
+        kept = self.child(retain_on_delete=True)
+        images = {"location": spec.effective_region, "tags": self.image_tags}
+        rg = az.resources.ResourceGroup(f"{name}-images", opts=kept, **images)
+        gallery = az.compute.Gallery(
+            f"{name}-gallery",
+            gallery_name=rg.name.apply(gallery_name),
+            resource_group_name=rg.name,
+            opts=kept,
+            **images,
+        )
         definition = az.compute.GalleryImage(
             f"{name}-definition",
             gallery_name=gallery.name,
+            resource_group_name=rg.name,
             os_type="Linux",
-            os_state="Specialized",
+            os_state="Generalized",
             hyper_v_generation="V2",
             identifier=az.compute.GalleryImageIdentifierArgs(
-                publisher="gpufleet", offer="gpufleet-node", sku=spec.cloud
+                publisher="gpufleet", offer="gpufleet-node", sku=spec.instance_type or "any"
             ),
-            opts=child,
-            **common,
+            opts=kept,
+            **images,
         )
         version = az.compute.GalleryImageVersion(
             f"{name}-version",
             gallery_name=gallery.name,
             gallery_image_name=definition.name,
-            gallery_image_version_name="1.0.0",
+            gallery_image_version_name=IMAGE_VERSION,
+            resource_group_name=rg.name,
             storage_profile=az.compute.GalleryImageVersionStorageProfileArgs(
-                source=az.compute.GalleryArtifactVersionFullSourceArgs(
-                    virtual_machine_id=builder.id
+                os_disk_image=az.compute.GalleryOSDiskImageArgs(
+                    source=az.compute.GalleryDiskImageSourceArgs(id=snapshot.id)
                 )
             ),
             opts=self.child(depends_on=[ready], retain_on_delete=True),
-            **common,
+            **images,
         )
         self.finish(version.id)

@@ -23,7 +23,15 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
         identity["userAssignedIdentities"] = {
             i: {} for i in identity.get("userAssignedIdentities") or []
         }
-        return {"vmId": f"vm-{count:04d}", "identity": identity}
+        storage = dict(inputs.get("storageProfile") or {})
+        os_disk = dict(storage.get("osDisk") or {})
+        os_disk["managedDisk"] = {
+            **(os_disk.get("managedDisk") or {}),
+            "id": f"/subscriptions/{FAKE_SUBSCRIPTION}/resourceGroups/rg/providers/"
+            f"Microsoft.Compute/disks/{name}-osdisk",
+        }
+        storage["osDisk"] = os_disk
+        return {"vmId": f"vm-{count:04d}", "identity": identity, "storageProfile": storage}
     if typ == "azure-native:resources:ResourceGroup":
         return {"name": inputs.get("resourceGroupName", name)}
     if typ.startswith("azure-native:"):

@@ -54,12 +54,22 @@ class ImageBake(ImageBakeComponent):
             opts=child,
         )
         ready = self.wait_ready(builder.network_interfaces[0].access_configs[0].nat_ip, builder)
+        # GCE refuses an image of a disk whose VM is not TERMINATED yet (the API's forceCreate is
+        # not in the provider), and the sealed builder may still be stopping: a snapshot may be
+        # taken of an attached disk, and the image is made from it.
+        snapshot = gcp.compute.Snapshot(
+            f"{name}-snapshot",
+            source_disk=builder.boot_disk.source,
+            zone=zone,
+            labels=node_labels,
+            opts=self.child(depends_on=[ready]),
+        )
         image = gcp.compute.Image(
             f"{name}-image",
-            source_disk=builder.boot_disk.source,
+            source_snapshot=snapshot.self_link,
             family="gpufleet-node",
             guest_os_features=[gcp.compute.ImageGuestOsFeatureArgs(type="GVNIC")],
-            labels=node_labels,
+            labels=labels(self.image_tags),
             opts=self.child(depends_on=[ready], retain_on_delete=True),
         )
         self.finish(image.self_link)

@@ -18,6 +18,7 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
         "gcp:compute/resourcePolicy:ResourcePolicy",
         "gcp:compute/network:Network",
         "gcp:compute/image:Image",
+        "gcp:compute/snapshot:Snapshot",
     ):
         return {"selfLink": f"https://www.googleapis.com/compute/v1/projects/p/x/{name}"}
     return None

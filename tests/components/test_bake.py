@@ -1,28 +1,40 @@
-"""Image bakes under Pulumi mocks: a builder with the recipe, a wait, then the capture."""
+"""Image bakes under Pulumi mocks: a builder with the recipe, the wait, then a capture after it."""
 
 from __future__ import annotations
 
 import base64
 import gzip
+import json
 
 import pytest
 
 from components import stackconfig
-from components.bake import SEAL_COMMAND, bake_program
-from components.preview import evaluate
+from components.azure.bake import gallery_name
+from components.bake import SEAL_STEPS, bake_program, parse_probe, probe_command, seal_command
+from components.preview import Plan, evaluate
 
 WAIT = "pulumi-python:dynamic:Resource"
+# stack -> (builder type, what must wait for the builder, the image a stack then names)
 CASES = {
-    "aws-g5": ("aws:ec2/instance:Instance", "aws:ec2/amiFromInstance:AmiFromInstance"),
-    "gcp-g2": ("gcp:compute/instance:Instance", "gcp:compute/image:Image"),
+    "aws-g5": (
+        "aws:ec2/instance:Instance",
+        "aws:ec2/amiFromInstance:AmiFromInstance",
+        "aws:ec2/amiFromInstance:AmiFromInstance",
+    ),
+    "gcp-g2": (
+        "gcp:compute/instance:Instance",
+        "gcp:compute/snapshot:Snapshot",
+        "gcp:compute/image:Image",
+    ),
     "azure-nd-a100": (
         "azure-native:compute:VirtualMachine",
+        "azure-native:compute:Snapshot",
         "azure-native:compute:GalleryImageVersion",
     ),
 }
 
 
-def bake_plan(stack: str):
+def bake_plan(stack: str) -> Plan:
     cfg = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(cfg, stack=stack)
     return evaluate(lambda: bake_program(spec), config=stackconfig.pulumi_config(cfg))
@@ -32,52 +44,141 @@ def user_data(builder) -> str:
     i = builder.inputs
     if "userDataBase64" in i:  # AWS: gzipped to fit EC2's 16 KB
         return gzip.decompress(base64.b64decode(i["userDataBase64"])).decode()
-    if "userData" in i:
-        return i["userData"]
     if "metadata" in i:
         return i["metadata"]["user-data"]
     return base64.b64decode(i["osProfile"]["customData"]).decode()
 
 
+def tags_of(r) -> dict:
+    return r.inputs.get("labels") or r.inputs.get("tags") or {}  # GCP: tags are network tags
+
+
 @pytest.mark.parametrize("stack", sorted(CASES))
-def test_builder_runs_the_recipe_then_the_image_is_captured(stack):
-    vm_type, image_type = CASES[stack]
+def test_builder_runs_the_recipe_and_the_capture_waits_for_it(stack):
+    vm_type, after_wait, image_type = CASES[stack]
     p = bake_plan(stack)
     cloud = stackconfig.spec_from_stack(stack).cloud
-    assert p.one(f"gpufleet:{cloud}:ImageBake").name == f"{stack}-image"
+    bake = p.one(f"gpufleet:{cloud}:ImageBake")
+    assert bake.name == f"{stack}-image"
     builder = p.one(vm_type)
     text = user_data(builder)
     assert text.startswith("#cloud-config") and "/opt/gpufleet/steps/run-steps.sh" in text
     assert "GPUFLEET_BAKE=1" in text and "GPUFLEET_EXPIRES_AT=''" in text  # no TTL baked in
+    assert tags_of(builder)["gpufleet-cluster"] == stack
     wait = p.one(WAIT)
+    assert wait.parent == bake.name and builder.name in wait.depends_on
     assert wait.inputs["builder"] == f"{builder.name}-id" and wait.inputs["host"]
-    p.one(image_type)
+    assert wait.inputs["probe"] == probe_command() and "poweroff" in wait.inputs["seal"]
+    # Nothing reads the builder's disk before the wait is over; the image is kept.
+    first = p.one(after_wait)
+    assert wait.name in first.depends_on
+    image = p.one(image_type)
+    assert wait.name in image.depends_on and image.retain_on_delete
+    assert tags_of(image)["gpufleet-cluster"] == stack
+    assert "gpufleet-expires" not in tags_of(image)  # the image outlives the bake
     assert p.outputs["image_id"]
 
 
-def test_aws_builder_stops_instead_of_terminating():
-    builder = bake_plan("aws-g5").one("aws:ec2/instance:Instance")
+def test_aws_ami_is_made_from_the_stopping_builder():
+    p = bake_plan("aws-g5")
+    builder = p.one("aws:ec2/instance:Instance")
     assert builder.inputs["instanceInitiatedShutdownBehavior"] == "stop"
     assert builder.inputs["metadataOptions"]["httpTokens"] == "required"
     assert builder.inputs["rootBlockDevice"]["encrypted"] is True
+    assert builder.inputs["rootBlockDevice"]["volumeType"] == "gp3"
+    ami = p.one("aws:ec2/amiFromInstance:AmiFromInstance")
+    assert ami.inputs["sourceInstanceId"] == f"{builder.name}-id"
+    assert not ami.inputs.get("snapshotWithoutReboot")  # EC2 stops it first if need be
+    assert p.outputs["image_id"] == f"{ami.name}-id"
 
 
-def test_gcp_image_comes_from_the_builders_disk():
+def test_gcp_image_is_made_from_a_snapshot_of_the_builders_disk():
     p = bake_plan("gcp-g2")
-    image = p.one("gcp:compute/image:Image")
-    assert image.inputs["sourceDisk"].endswith("/disks/gcp-g2-image-builder")
-
-
-def test_azure_capture_is_a_specialized_gallery_image_of_the_builder():
-    p = bake_plan("azure-nd-a100")
-    assert p.one("azure-native:compute:GalleryImage").inputs["osState"] == "Specialized"
-    version = p.one("azure-native:compute:GalleryImageVersion")
-    assert version.inputs["storageProfile"]["source"]["virtualMachineId"] == (
-        "azure-nd-a100-image-builder-id"
+    builder = p.one("gcp:compute/instance:Instance")
+    assert builder.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert builder.inputs["networkInterfaces"][0]["nicType"] == "GVNIC"
+    assert (
+        "deeplearning-platform-release" in builder.inputs["bootDisk"]["initializeParams"]["image"]
     )
+    snapshot = p.one("gcp:compute/snapshot:Snapshot")
+    assert snapshot.inputs["sourceDisk"].endswith(f"/disks/{builder.name}")
+    assert not snapshot.retain_on_delete  # only the image outlives the bake
+    image = p.one("gcp:compute/image:Image")
+    assert image.inputs["sourceSnapshot"].endswith(f"/{snapshot.name}")
+    assert "sourceDisk" not in image.inputs  # GCE refuses a disk whose VM is still stopping
+    assert {"type": "GVNIC"} in image.inputs["guestOsFeatures"]
+    assert p.outputs["image_id"].endswith(f"/{image.name}")
 
 
-def test_seal_clears_per_node_state_before_power_off():
-    for part in ("cloud-init clean", "/etc/gpufleet/env", "ssh_host_", "poweroff"):
-        assert part in SEAL_COMMAND
-    assert SEAL_COMMAND.rstrip().endswith("systemctl poweroff")
+def test_azure_capture_is_a_generalized_gallery_version_of_the_builders_os_disk():
+    p = bake_plan("azure-nd-a100")
+    builder = p.one("azure-native:compute:VirtualMachine")
+    snapshot = p.one("azure-native:compute:Snapshot")
+    assert snapshot.inputs["creationData"] == {
+        "createOption": "Copy",
+        "sourceResourceId": snapshot.inputs["creationData"]["sourceResourceId"],
+    }
+    assert snapshot.inputs["creationData"]["sourceResourceId"].endswith(f"/{builder.name}-osdisk")
+    # Generalized: nodes made from it get their own admin user, key and custom data.
+    definition = p.one("azure-native:compute:GalleryImage")
+    assert definition.inputs["osState"] == "Generalized"
+    assert definition.inputs["hyperVGeneration"] == "V2"
+    version = p.one("azure-native:compute:GalleryImageVersion")
+    assert version.inputs["storageProfile"] == {
+        "osDiskImage": {"source": {"id": f"{snapshot.name}-id"}}
+    }
+    assert p.outputs["image_id"] == f"{version.name}-id"
+    # The gallery and its resource group outlive the bake; the builder's group does not.
+    groups = {r.name: r for r in p.of_type("azure-native:resources:ResourceGroup")}
+    kept = groups["azure-nd-a100-image-images"]
+    assert kept.retain_on_delete and not groups["azure-nd-a100-image-rg"].retain_on_delete
+    gallery = p.one("azure-native:compute:Gallery")
+    assert gallery.retain_on_delete and definition.retain_on_delete
+    assert gallery.inputs["resourceGroupName"] == version.inputs["resourceGroupName"] == kept.name
+    assert "-" not in gallery.inputs["galleryName"]
+    # The builder's agent state goes before the capture.
+    assert "waagent -force -deprovision" in p.one(WAIT).inputs["seal"]
+    assert "waagent" not in bake_plan("aws-g5").one(WAIT).inputs["seal"]
+
+
+def test_gallery_names_keep_to_what_azure_accepts():
+    for rg in ("t-image-images1a2b3c4d", "_x-y.", "a" * 100):
+        name = gallery_name(rg)
+        assert name and len(name) <= 80 and "-" not in name
+        assert name[0] not in "._" and name[-1] not in "._"
+
+
+def test_seal_clears_per_node_state_and_logins_then_powers_off():
+    cmd = seal_command(("echo first",))
+    assert cmd.startswith("sudo -n sh -c ")
+    script = cmd[len("sudo -n sh -c ") :].strip("'")
+    parts = [s.strip() for s in script.split(";")]
+    assert parts[0] == "set -e" and parts[1] == "echo first"
+    assert parts[-2:] == ["sync", "systemctl poweroff"]
+    for needle in ("cloud-init clean", "/etc/gpufleet/env", "ssh_host_", "authorized_keys"):
+        assert any(needle in s for s in SEAL_STEPS), needle
+
+
+@pytest.mark.parametrize(
+    ("out", "want"),
+    [
+        ('ready\n{"driver": "570"}\n', ("ready", '{"driver": "570"}\n')),
+        ("failed\n10-driver failed 3.1\nlog\n", ("failed", "10-driver failed 3.1\nlog\n")),
+        ("waiting\n", ("waiting", "waiting")),
+        ("sudo: a password is required\n", ("waiting", "sudo: a password is required")),
+    ],
+)
+def test_probe_output_is_read_as_ready_failed_or_waiting(out, want):
+    assert parse_probe(out) == want
+
+
+def test_probe_reads_the_runner_marker_and_step_log():
+    cmd = probe_command()
+    assert "/var/lib/gpufleet/ready.json" in cmd and "/var/log/gpufleet/steps.log" in cmd
+    assert "' failed '" in cmd  # run-steps.sh writes "<step> failed <seconds>"
+
+
+def test_bake_exports_only_the_image_id():
+    p = bake_plan("aws-g5")
+    assert list(p.outputs) == ["image_id"]
+    assert json.dumps(p.outputs)  # plain values a CLI prints
