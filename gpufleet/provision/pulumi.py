@@ -85,12 +85,33 @@ def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
     return spec.model_copy(update={"ssh_cidrs": [cidr]})
 
 
+def workspace_env(url: str) -> dict[str, str]:
+    """Environment of the Pulumi CLI and the plugins it starts.
+
+    The Python dynamic provider (the bake's BuilderReady) runs in a process the CLI starts as
+    `${PULUMI_PYTHON_CMD:-python3} -m pulumi.dynamic`, from the workspace folder: it must be
+    this interpreter (pulumi, paramiko) and find this checkout's `components` package.
+    """
+    import sys
+
+    import components
+
+    root = str(Path(components.__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return {
+        "PULUMI_CONFIG_PASSPHRASE": passphrase(),
+        "PULUMI_BACKEND_URL": url,
+        "PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD") or sys.executable,
+        "PYTHONPATH": path,
+    }
+
+
 def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = None) -> Any:
     from pulumi import automation as auto
 
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
     url = backend_url(backend)
-    env = {"PULUMI_CONFIG_PASSPHRASE": passphrase(), "PULUMI_BACKEND_URL": url}
+    env = workspace_env(url)
     opts = auto.LocalWorkspaceOptions(
         project_settings=auto.ProjectSettings(
             name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)

@@ -100,3 +100,37 @@ def test_unlearnable_address_never_opens_ssh_to_the_world():
 def test_provider_config_places_the_region(cloud, it, key):
     cfg = provider_config(spec(cloud=cloud, instance_type=it, region="somewhere-1"))
     assert cfg == {key: "somewhere-1"}
+
+
+def test_dynamic_provider_process_loads_the_bake_wait_from_this_checkout(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from components.bake import _BuilderReadyProvider
+
+    monkeypatch.delenv("PULUMI_PYTHON_CMD", raising=False)
+    env = pp.workspace_env(f"file://{tmp_path}")
+    assert env["PULUMI_PYTHON_CMD"] == sys.executable  # pulumi and paramiko are here
+    blob = serialize_provider(_BuilderReadyProvider())  # by reference: module and class name
+    # What `$PULUMI_PYTHON_CMD -m pulumi.dynamic` does with it, started in the workspace folder.
+    load = (
+        "import base64, dill, inspect, sys; "
+        "print(inspect.getfile(type(dill.loads(base64.b64decode(sys.argv[1])))))"
+    )
+    r = subprocess.run(
+        [env["PULUMI_PYTHON_CMD"], "-c", load, blob],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": env["PYTHONPATH"]},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()) == Path(ROOT) / "components" / "bake.py"
+
+
+def test_workspace_env_keeps_a_python_the_user_chose(tmp_path, monkeypatch):
+    monkeypatch.setenv("PULUMI_PYTHON_CMD", "/opt/py/bin/python3")
+    monkeypatch.setenv("PYTHONPATH", "/extra")
+    env = pp.workspace_env(f"file://{tmp_path}")
+    assert env["PULUMI_PYTHON_CMD"] == "/opt/py/bin/python3"
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/extra"]
+    assert env["PULUMI_BACKEND_URL"] == f"file://{tmp_path}" and env["PULUMI_CONFIG_PASSPHRASE"]
