@@ -6,7 +6,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from components.imageversions import IMAGES, for_cloud
+from components.imageversions import IMAGES, for_node
 
 
 @dataclass(frozen=True)
@@ -42,23 +42,36 @@ def _template():
     return env.get_template("cloud-init.yaml.j2")
 
 
+def node_copy(script: str) -> str:
+    """A step as the node gets it: without comment-only lines (shebangs stay).
+
+    The commented source lives in images/steps; dropping the comments keeps the gzipped user
+    data well inside EC2's 16 KB limit as the recipe grows.
+    """
+    lines = script.splitlines(keepends=True)
+    return "".join(
+        line for line in lines if line.startswith("#!") or not line.lstrip().startswith("#")
+    )
+
+
 def step_files() -> list[tuple[str, str]]:
     """(file name, text) of the recipe: the shared lib, the runner and every step, in order."""
     steps = IMAGES / "steps"
-    return [(p.name, p.read_text()) for p in sorted(steps.glob("*.sh"))]
+    return [(p.name, node_copy(p.read_text())) for p in sorted(steps.glob("*.sh"))]
 
 
 def node_env(ctx: BootstrapContext) -> dict[str, str]:
     """/etc/gpufleet/env: who the node is, what it has, and the pinned versions for the steps."""
     from components.catalog import lookup
     from components.errors import CatalogError
+    from components.fabric import library_paths
 
     try:
         it = lookup(ctx.cloud, ctx.instance_type)
         gpus, nvswitch = it.gpus, it.nvswitch
-    except CatalogError:
+    except CatalogError:  # local/ssh nodes, or a type the catalog does not know: no GPU steps
         gpus, nvswitch = 0, False
-    versions = for_cloud(ctx.cloud)
+    versions = for_node(ctx.cloud, ctx.fabric)
     env = {
         "GPUFLEET_CLUSTER": ctx.cluster,
         "GPUFLEET_CLOUD": ctx.cloud,
@@ -69,8 +82,10 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_GPUS": str(gpus),
         "GPUFLEET_NVSWITCH": "1" if nvswitch else "0",
         "GPUFLEET_FABRIC": ctx.fabric,
+        "GPUFLEET_NCCL_LIBRARY_PATH": ":".join(library_paths(ctx.fabric)),
         "GPUFLEET_EXPIRES_AT": str(int(ctx.expires_at)) if ctx.expires_at else "",
         "GPUFLEET_VERSION_SET": versions.name,
+        "GPUFLEET_PINS": ",".join(versions.pins),
     }
     env.update(versions.env())
     env.update(ctx.extra)

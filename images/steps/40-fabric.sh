@@ -1,31 +1,68 @@
 #!/usr/bin/env bash
-# The fast fabric's user space: EFA installer (AWS), IB + peer memory (Azure ND), TCPX/TCPXO (A3).
+# The fast fabric's user space: EFA installer (AWS), IB + peer memory (Azure ND),
+# TCPX/TCPXO NCCL plugin and receive-data-path daemon (GCP A3).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
+RXDM=gpufleet-rxdm  # the container name of the TCPX/TCPXO receive-data-path manager
+
 case "${GPUFLEET_FABRIC:-none}" in
   efa)
+    # facts §1.5: the installer brings libfabric, the EFA provider and aws-ofi-nccl.
     fi_info -p efa >/dev/null 2>&1 && satisfied "libfabric sees the EFA provider"
     v="${GPUFLEET_EFA_INSTALLER:?missing from the version set}"
     log "installing EFA $v"
-    curl -fsSLo "/tmp/aws-efa-installer-$v.tar.gz" "https://efa-installer.amazonaws.com/aws-efa-installer-$v.tar.gz"
-    tar -xzf "/tmp/aws-efa-installer-$v.tar.gz" -C /tmp
-    (cd /tmp/aws-efa-installer && ./efa_installer.sh -y)
+    mkdir -p "$WORK"
+    curl -fsSLo "$WORK/aws-efa-installer-$v.tar.gz" "https://efa-installer.amazonaws.com/aws-efa-installer-$v.tar.gz"
+    tar -xzf "$WORK/aws-efa-installer-$v.tar.gz" -C "$WORK"
+    (cd "$WORK/aws-efa-installer" && ./efa_installer.sh -y)
     ;;
   infiniband)
+    # facts §3.2-3.4: ubuntu-hpc brings OFED; GPUDirect RDMA needs nvidia-peermem loaded.
     devices=0
     for d in "$R"/sys/class/infiniband/mlx5*; do [ -e "$d" ] && devices=$((devices + 1)); done
-    [ "$devices" -gt 0 ] || { log "no InfiniBand devices under /sys/class/infiniband"; exit 1; }
+    [ "$devices" -gt 0 ] || fail "no InfiniBand devices under /sys/class/infiniband"
     lsmod | grep -q '^nvidia_peermem' && satisfied "$devices IB devices, nvidia-peermem loaded"
+    if reboot_pending; then
+      log "$devices IB devices; nvidia-peermem loads after the reboot"
+      exit 0
+    fi
     modprobe nvidia-peermem
+    log "$devices IB devices; nvidia-peermem loaded"
     ;;
   tcpx | tcpxo)
+    # facts §2.5: the plugin image installs into /var/lib/<fabric>/lib64; the daemon serves it.
     dir="$R/var/lib/${GPUFLEET_FABRIC}/lib64"
-    [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] && satisfied "NCCL plugin in $dir"
-    if [ "$GPUFLEET_FABRIC" = tcpx ]; then image="${GPUFLEET_TCPX_PLUGIN:?}"; else image="${GPUFLEET_TCPXO_PLUGIN:?}"; fi
-    log "installing the $GPUFLEET_FABRIC NCCL plugin from $image"
-    docker run --rm -v "/var/lib:/var/lib" "$image" install --install-nccl
+    running="$(docker inspect -f '{{.State.Running}}' "$RXDM" 2>/dev/null || true)"
+    if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] && [ "$running" = true ]; then
+      satisfied "NCCL plugin in $dir, $RXDM running"
+    fi
+    if [ "$GPUFLEET_FABRIC" = tcpx ]; then
+      plugin="${GPUFLEET_TCPX_PLUGIN:?}" rxdm="${GPUFLEET_TCPX_RXDM:?}"
+    else
+      plugin="${GPUFLEET_TCPXO_PLUGIN:?}" rxdm="${GPUFLEET_TCPXO_RXDM:?}"
+    fi
+    if [ ! -d "$dir" ] || [ -z "$(ls -A "$dir")" ]; then
+      log "installing the $GPUFLEET_FABRIC NCCL plugin from $plugin"
+      docker run --rm -v /var/lib:/var/lib "$plugin" install --install-nccl
+    fi
+    if reboot_pending; then
+      log "$RXDM starts after the reboot (it needs the GPUs)"
+      exit 0
+    fi
+    docker rm -f "$RXDM" >/dev/null 2>&1 || true
+    if [ "$GPUFLEET_FABRIC" = tcpx ]; then
+      mkdir -p "$R/run/tcpx"  # the socket directory the daemon and NCCL share
+      docker run --detach --restart=always --name "$RXDM" --privileged --network=host --gpus all \
+        -v /run/tcpx:/run/tcpx --entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd "$rxdm" \
+        --gpu_nic_preset a3vm --gpu_shmem_type fd --uds_path /run/tcpx --setup_param "--verbose 128 2 0"
+    else
+      docker run --detach --restart=always --name "$RXDM" --privileged --network=host --gpus all \
+        --entrypoint /fts/entrypoint_rxdm_container.sh "$rxdm" \
+        --num_hops=2 --num_nics=8 --uid= --alsologtostderr
+    fi
+    log "$GPUFLEET_FABRIC plugin installed, $RXDM started"
     ;;
   *) skip "no fast fabric on this node" ;;
 esac

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The fabric's NCCL settings: NCCL_* into /etc/nccl.conf, everything into a profile file.
+# The fabric's NCCL settings (components/fabric.py, written by cloud-init to
+# /etc/gpufleet/nccl.env): NCCL_* into /etc/nccl.conf, which NCCL reads itself; everything,
+# plus the fabric's plugin directories on LD_LIBRARY_PATH, into a login profile file.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -9,7 +11,16 @@ src="$R/etc/gpufleet/nccl.env"
 conf="$R/etc/nccl.conf"
 profile="$R/etc/profile.d/gpufleet-nccl.sh"
 want_conf="$(grep '^NCCL_' "$src" || true)"
-want_profile="$(sed 's/^/export /' "$src")"
+want_profile="$(sed 's/^\([A-Za-z_][A-Za-z0-9_]*\)=\(.*\)$/export \1="\2"/' "$src")"
+if [ -n "${GPUFLEET_NCCL_LIBRARY_PATH:-}" ]; then
+  # shellcheck disable=SC2016  # expanded when the profile is sourced, not now
+  want_profile+="$(printf '\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' \
+    "$GPUFLEET_NCCL_LIBRARY_PATH")"
+fi
+if [ "${GPUFLEET_FABRIC:-none}" = tcpxo ]; then
+  # The TCPXO plugin ships its own tuned settings (facts §2.5).
+  want_profile+=$'\nif [ -f /var/lib/tcpxo/lib64/nccl-env-profile.sh ]; then . /var/lib/tcpxo/lib64/nccl-env-profile.sh; fi'
+fi
 if [ -f "$conf" ] && [ -f "$profile" ] && [ "$(cat "$conf")" = "$want_conf" ] \
   && [ "$(cat "$profile")" = "$want_profile" ]; then
   satisfied "$conf and $profile match the fabric table"

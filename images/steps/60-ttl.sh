@@ -25,14 +25,21 @@ fi
 mkdir -p "$units" "$R/usr/local/sbin"
 cat >"$R/usr/local/sbin/gpufleet-expire" <<'SCRIPT'
 #!/usr/bin/env bash
-set -euo pipefail
-. /etc/gpufleet/env
+# gpufleet: this node's TTL ran out. Power off whatever happens before it.
+set -uo pipefail
+# shellcheck source=/dev/null
+. "${GPUFLEET_ROOT:-}/etc/gpufleet/env"
 if [ "${GPUFLEET_CLOUD:-}" = azure ]; then
+  # A powered-off Azure VM is still billed (facts §0.12): the VM deletes itself through the
+  # managed identity the Azure component gives it (components/azure). If that fails, power
+  # off anyway and leave the VM to `gpufleet down` or a sweeper (it shows as Stopped).
   imds=http://169.254.169.254/metadata
-  token="$(curl -fsS -H Metadata:true "$imds/identity/oauth2/token?api-version=2018-02-01&resource=https://management.azure.com/&client_id=$AZURE_CLIENT_ID" | jq -r .access_token)"
+  token="$(curl -fsS -H Metadata:true "$imds/identity/oauth2/token?api-version=2018-02-01&resource=https://management.azure.com/&client_id=${AZURE_CLIENT_ID:-}" | jq -r .access_token)"
   vm="$(curl -fsS -H Metadata:true "$imds/instance/compute/name?api-version=2021-02-01&format=text")"
-  curl -fsS -X DELETE -H "Authorization: Bearer $token" \
-    "https://management.azure.com/subscriptions/$AZURE_SUBSCRIPTION_ID/resourceGroups/$AZURE_RESOURCE_GROUP/providers/Microsoft.Compute/virtualMachines/$vm?api-version=2024-07-01"
+  if ! curl -fsS -X DELETE -H "Authorization: Bearer $token" \
+    "https://management.azure.com/subscriptions/${AZURE_SUBSCRIPTION_ID:-}/resourceGroups/${AZURE_RESOURCE_GROUP:-}/providers/Microsoft.Compute/virtualMachines/$vm?api-version=2024-07-01"; then
+    echo "gpufleet-expire: self-delete through ARM failed; powering off (still billed as Stopped)" >&2
+  fi
 fi
 exec systemctl poweroff
 SCRIPT

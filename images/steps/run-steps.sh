@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Run every step in order, timing each into /var/log/gpufleet/steps.log; stop at the first failure.
+# Run every step in order, timing each into /var/log/gpufleet/steps.log ("step result seconds");
+# stop at the first failure. A step that installed a driver asks for a reboot: the runner reboots
+# and, as a boot service, runs again on the way up (every step is idempotent).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 R="${GPUFLEET_ROOT:-}"
 log="$R/var/log/gpufleet/steps.log"
 mkdir -p "$(dirname "$log")" "$R/var/lib/gpufleet"
+rm -f "$R/var/lib/gpufleet/ready.json" "$R/var/lib/gpufleet/reboot-required"
 : >"$log"
 for step in "$here"/[0-9][0-9]-*.sh; do
   name="$(basename "$step" .sh)"
@@ -12,15 +15,19 @@ for step in "$here"/[0-9][0-9]-*.sh; do
   start="$(date +%s%N)"
   if out="$(bash "$step" 2>&1)"; then result=ok; else result=failed; fi
   printf '%s\n' "$out"
-  case "$out" in *"already satisfied"*) [ "$result" = ok ] && result=satisfied ;; *"skipped:"*) [ "$result" = ok ] && result=skipped ;; esac
+  case "$out" in
+    *"already satisfied"*) [ "$result" = ok ] && result=satisfied ;;
+    *"skipped:"*) [ "$result" = ok ] && result=skipped ;;
+  esac
   ms=$((($(date +%s%N) - start) / 1000000))
   printf '%s %s %d.%03d\n' "$name" "$result" $((ms / 1000)) $((ms % 1000)) >>"$log"
-  [ "$result" = failed ] && { echo "gpufleet: step $name failed" >&2; exit 1; }
+  if [ "$result" = failed ]; then
+    echo "gpufleet: step $name failed" >&2
+    exit 1
+  fi
 done
 if [ -e "$R/var/lib/gpufleet/reboot-required" ]; then
-  # A new driver loads only after a reboot; this service runs the steps again on the way up.
-  rm -f "$R/var/lib/gpufleet/reboot-required" "$R/var/lib/gpufleet/ready.json"
-  echo "gpufleet: rebooting to load the new driver"
+  echo "gpufleet: rebooting to load the new driver; the steps run again on the way up"
   systemctl reboot
   exit 0
 fi

@@ -13,6 +13,17 @@ from components.bootstrap import BootstrapContext, render_cloud_init
 
 STACKS = stackconfig.stack_names()
 EXPIRES = 1_900_000_000
+# Fixed contexts for what no stack covers, so every cloud and fabric has a golden.
+CONTEXTS = {
+    "context-local": BootstrapContext(
+        "sandbox", "local", "local", 1, 3, "me", "ssh-ed25519 AAAAuser me", "<host key>",
+        "ssh-ed25519 AAAAhost", "none", None,
+    ),
+    "context-gcp-a3mega": BootstrapContext(
+        "mega", "gcp", "a3-megagpu-8g", 0, 2, "gpufleet", "ssh-ed25519 AAAAuser u", "<host key>",
+        "ssh-ed25519 AAAAhost", "tcpxo", EXPIRES,
+    ),
+}  # fmt: skip
 
 
 def rendered(stack: str, node: int = 0) -> str:
@@ -25,14 +36,44 @@ def test_golden_per_stack(golden, stack):
     golden(f"cloud-init/{stack}.yaml", rendered(stack))
 
 
+@pytest.mark.parametrize("name", CONTEXTS)
+def test_golden_per_fixed_context(golden, name):
+    golden(f"cloud-init/{name}.yaml", render_cloud_init(CONTEXTS[name]))
+
+
+def schema_check(path) -> subprocess.CompletedProcess:
+    r = subprocess.run(["cloud-init", "schema", "-c", str(path)], capture_output=True, text=True)
+    if "unrecognized arguments" in r.stderr:  # older cloud-init spells it --config-file
+        r = subprocess.run(
+            ["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True
+        )
+    return r
+
+
 @pytest.mark.skipif(not shutil.which("cloud-init"), reason="cloud-init is not installed")
 @pytest.mark.parametrize("stack", STACKS)
 def test_cloud_init_schema_accepts_every_stack(tmp_path, stack):
     path = tmp_path / "user-data.yaml"
     path.write_text(rendered(stack, node=1))
-    r = subprocess.run(["cloud-init", "schema", "-c", str(path)], capture_output=True, text=True)
+    r = schema_check(path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Valid cloud-config" in r.stdout
+
+
+@pytest.mark.skipif(not shutil.which("cloud-init"), reason="cloud-init is not installed")
+@pytest.mark.parametrize("name", CONTEXTS)
+def test_cloud_init_schema_accepts_every_fixed_context(tmp_path, name):
+    path = tmp_path / "user-data.yaml"
+    path.write_text(render_cloud_init(CONTEXTS[name]))
+    r = schema_check(path)
+    assert r.returncode == 0 and "Valid cloud-config" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not shutil.which("cloud-init"), reason="cloud-init is not installed")
+def test_cloud_init_schema_rejects_a_broken_document(tmp_path):
+    path = tmp_path / "user-data.yaml"
+    path.write_text("#cloud-config\nusers: 7\nwrite_files: [{content: x}]\n")
+    assert schema_check(path).returncode != 0  # the check above can fail
 
 
 def test_every_step_is_embedded_and_run_in_order():
@@ -50,6 +91,51 @@ def test_node_env_carries_versions_fabric_and_expiry():
     assert env["GPUFLEET_NVSWITCH"] == "1" and env["GPUFLEET_GPUS"] == "8"
     assert env["GPUFLEET_FABRIC_MANAGER"] == env["GPUFLEET_DRIVER_VERSION"]
     assert env["GPUFLEET_EXPIRES_AT"] == str(EXPIRES) and env["GPUFLEET_NODE"] == "node-1"
+    assert env["GPUFLEET_EFA_INSTALLER"] and "GPUFLEET_TCPX_PLUGIN" not in env
+    assert env["GPUFLEET_NCCL_LIBRARY_PATH"].startswith("/opt/amazon/efa/lib:")
+    assert env["GPUFLEET_PINS"].split(",")[:2] == ["driver_branch", "driver_version"]
+
+
+def test_versions_follow_cloud_and_fabric():
+    a3 = bootstrap.node_env(CONTEXTS["context-gcp-a3mega"])
+    assert a3["GPUFLEET_TCPXO_PLUGIN"].endswith(":v1.0.8-1") and "GPUFLEET_TCPX_RXDM" not in a3
+    a2 = bootstrap.node_env(
+        BootstrapContext("c", "gcp", "a2-highgpu-8g", 0, 2, "u", "u", "k", "h", "none", EXPIRES)
+    )
+    assert a2["GPUFLEET_VERSION_SET"] == "gcp-2026-11" and "GPUFLEET_TCPXO_PLUGIN" not in a2
+
+
+def test_unknown_instance_type_renders_with_no_gpu_steps():
+    ctx = BootstrapContext("c", "aws", "x9.mystery", 0, 1, "u", "u", "k", "h", "none", EXPIRES)
+    env = bootstrap.node_env(ctx)
+    assert env["GPUFLEET_GPUS"] == "0" and env["GPUFLEET_NVSWITCH"] == "0"
+    assert render_cloud_init(ctx).startswith("#cloud-config")
+
+
+def test_local_node_has_no_pins_and_no_nccl_file():
+    text = render_cloud_init(CONTEXTS["context-local"])
+    env = bootstrap.node_env(CONTEXTS["context-local"])
+    assert env["GPUFLEET_VERSION_SET"] == "none" and env["GPUFLEET_PINS"] == ""
+    assert env["GPUFLEET_EXPIRES_AT"] == "" and "- path: /etc/gpufleet/nccl.env" not in text
+
+
+def test_env_file_reads_back_through_bash(tmp_path):
+    """The steps source /etc/gpufleet/env: every value, quotes and spaces included, survives."""
+    import yaml
+
+    spec = stackconfig.spec_from_stack("azure-nd-a100")
+    ctx = bootstrap.placeholder_context(spec, 0, EXPIRES)
+    doc = yaml.safe_load(render_cloud_init(ctx))
+    env_text = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/gpufleet/env")
+    (tmp_path / "env").write_text(env_text)
+    want = bootstrap.node_env(ctx)
+    r = subprocess.run(
+        ["bash", "-c", f"set -a; . {tmp_path / 'env'}; env -0"],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    got = dict(kv.split("=", 1) for kv in r.stdout.split("\0") if kv.startswith("GPUFLEET_")
+               or kv.startswith("AZURE_"))  # fmt: skip
+    assert got == want
 
 
 def test_host_key_lands_as_a_block(tmp_path):

@@ -1,21 +1,217 @@
-"""The node recipe's steps: shellcheck-clean, and idempotent — each one's "already satisfied"
-branch runs against fake tools at the PATH boundary, and a pre-baked node runs no installer."""
+"""The node recipe's steps: shellcheck-clean and idempotent. Each step runs in a temp root
+(GPUFLEET_ROOT) against fake tools at the PATH boundary, with the env file cloud-init really
+writes; installers record their calls, so "nothing was installed" is an empty file."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+
+from components.bootstrap import BootstrapContext, render_cloud_init
+from components.catalog import lookup
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ROOT / "images" / "steps"
 SCRIPTS = sorted(STEPS.glob("*.sh"))
-INSTALLERS = ("apt-get", "curl", "dpkg", "modprobe", "docker", "efa_installer.sh", "gpg")
-DRIVER = "580.126.09"
+STEP_NAMES = [p.name for p in SCRIPTS if p.name[:2].isdigit() and p.name != "90-ready.sh"]
+BOOT_ID = "5c1d2a8e-0000-4000-8000-000000000001"
+
+# Recorded into `calls`: anything that installs, downloads or changes system state.
+RECORDING = ("apt-get", "curl", "dpkg", "modprobe", "gpg")
+FAKES = {
+    # Knobs (files under K) say what the node has; an absent knob is an absent tool or state.
+    "nvidia-smi": """d="$(cat K/driver 2>/dev/null)"; [ -n "$d" ] || exit 9
+case "$*" in
+  *driver_version*) echo "$d"; echo "$d" ;;
+  *persistence_mode*) echo Enabled; echo Enabled ;;
+  *) echo "| NVIDIA-SMI $d    Driver Version: $d    CUDA Version: 13.2 |" ;;
+esac""",
+    "nv-fabricmanager": """v="$(cat K/fm 2>/dev/null)"; [ -n "$v" ] || exit 127
+echo "Fabric Manager version is : $v\"""",
+    "nvidia-ctk": """case "$1" in
+  --version) v="$(cat K/ctk 2>/dev/null)"; [ -n "$v" ] || exit 127
+    echo "NVIDIA Container Toolkit CLI version $v"; echo "commit: 1a2b3c" ;;
+  *) echo "nvidia-ctk $*" >> CALLS ;;
+esac""",
+    "dcgmi": """v="$(cat K/dcgm 2>/dev/null)"; [ -n "$v" ] || exit 127
+echo "dcgmi  version: $v\"""",
+    "fi_info": """[ -f K/efa ] || exit 1
+case "$*" in
+  *--version*) echo "fi_info: 2.1.0amzn1.0"; echo "libfabric: 2.1.0amzn1.0" ;;
+  *) echo "provider: efa" ;;
+esac""",
+    "lsmod": """echo "Module Size Used by"
+[ -f K/peermem ] && echo "nvidia_peermem 16384 0"; exit 0""",
+    "systemctl": """case "$1" in
+  is-active) if [ -f K/active ]; then echo active; else echo inactive; fi ;;
+  *) echo "systemctl $*" >> CALLS ;;
+esac
+exit 0""",
+    "docker": """case "$1" in
+  inspect) cat K/rxdm 2>/dev/null; exit 0 ;;
+  --version) echo "Docker version 27.5.1, build 9f9e405" ;;
+  *) echo "docker $*" >> CALLS ;;
+esac""",
+    "dpkg-query": 'echo "install ok installed"',
+    "apt-cache": """case "$2" in
+  libnccl2) for v in 2.31.2-1+cuda13.2 2.30.4-1+cuda13.0 2.29.3-1+cuda12.9; do
+      echo " libnccl2 | $v | https://developer.download.nvidia.com Packages"; done ;;
+  datacenter-gpu-manager-4-cuda*) for v in 1:4.7.0-1 1:4.5.2-1; do
+      echo " $2 | $v | https://developer.download.nvidia.com Packages"; done ;;
+esac""",
+    "lspci": 'echo "00:1e.0 3D controller [0302]: NVIDIA Corporation GA100 [A100 SXM4 40GB]"',
+    # tar "extracts" an EFA installer that records its own run.
+    "tar": """echo "tar $*" >> CALLS
+while [ $# -gt 0 ]; do [ "$1" = -C ] && d="$2"; shift; done
+mkdir -p "$d/aws-efa-installer"
+f="$d/aws-efa-installer/efa_installer.sh"
+printf '#!/bin/sh\\necho "efa_installer.sh $*" >> CALLS\\n' > "$f"
+chmod +x "$f\"""",
+}
+
+
+@dataclass
+class Node:
+    root: Path
+    bin: Path
+    knobs: Path
+    calls: Path
+    env: dict[str, str]
+    node_env: dict[str, str]
+
+    def knob(self, name: str, value: str | None = "") -> None:
+        path = self.knobs / name
+        if value is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(value)
+
+    def put(self, rel: str, text: str = "") -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def set_env(self, **values: str) -> None:
+        """Change /etc/gpufleet/env as a different node or version set would have it."""
+        self.node_env.update(values)
+        lines = "".join(f"{k}={v}\n" for k, v in self.node_env.items())
+        self.put("etc/gpufleet/env", lines)
+
+    def run(self, script: str, steps: Path = STEPS) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(steps / script)], env=self.env, capture_output=True, text=True, timeout=60
+        )
+
+    def recorded(self) -> str:
+        return self.calls.read_text()
+
+    def forget(self) -> None:
+        self.calls.write_text("")
+
+
+def cloud_init_files(cloud: str, instance_type: str) -> dict[str, str]:
+    """The files cloud-init writes for node 0 of such a cluster."""
+    fabric = lookup(cloud, instance_type).fabric if cloud != "local" else "none"
+    ctx = BootstrapContext(
+        "t", cloud, instance_type, 0, 2, "u", "ssh-ed25519 AAAA u", "KEY", "ssh-ed25519 BBBB h",
+        fabric, 1_900_000_000,
+    )  # fmt: skip
+    doc = yaml.safe_load(render_cloud_init(ctx))
+    return {f["path"]: f["content"] for f in doc["write_files"]}
+
+
+def parse_env(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        out[key] = value.strip("'")
+    return out
+
+
+def make_node(tmp_path: Path, cloud: str, instance_type: str) -> Node:
+    root, bindir, knobs, calls = (tmp_path / d for d in ("root", "bin", "knobs", "calls"))
+    for d in (root, bindir, knobs):
+        d.mkdir()
+    calls.write_text("")
+    for name in RECORDING:
+        (bindir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n')
+    for name, body in FAKES.items():
+        (bindir / name).write_text(
+            "#!/bin/sh\n" + body.replace("K/", f"{knobs}/").replace("CALLS", str(calls)) + "\n"
+        )
+    for p in bindir.iterdir():
+        p.chmod(0o755)
+    files = cloud_init_files(cloud, instance_type)
+    node = Node(
+        root=root,
+        bin=bindir,
+        knobs=knobs,
+        calls=calls,
+        env={"PATH": f"{bindir}:/usr/bin:/bin", "GPUFLEET_ROOT": str(root), "HOME": str(tmp_path)},
+        node_env=parse_env(files["/etc/gpufleet/env"]),
+    )
+    for path, text in files.items():
+        if path.startswith("/etc/gpufleet/"):
+            node.put(path.lstrip("/"), text)
+    node.put("proc/sys/kernel/random/boot_id", BOOT_ID + "\n")
+    return node
+
+
+def prebake(node: Node) -> Node:
+    """Make the node look like a ready image for its env: every tool answers with the pins."""
+    e = node.node_env
+    if int(e["GPUFLEET_GPUS"]) > 0:
+        node.knob("driver", e["GPUFLEET_DRIVER_VERSION"])
+        node.knob("fm", e["GPUFLEET_FABRIC_MANAGER"])
+        node.knob("active")
+        node.knob("ctk", e["GPUFLEET_CONTAINER_TOOLKIT"])
+        node.knob("dcgm", e["GPUFLEET_DCGM"])
+        nccl = e["GPUFLEET_NCCL"].split("-")[0]
+        node.put(f"usr/lib/x86_64-linux-gnu/libnccl.so.{nccl}")
+        node.put("etc/docker/daemon.json", '{"runtimes": {"nvidia": {"path": "nvidia"}}}')
+    fabric = e["GPUFLEET_FABRIC"]
+    if fabric == "efa":
+        node.knob("efa")
+        node.put("opt/amazon/efa_installed_packages", "# EFA installer version: 1.50.0\n")
+    elif fabric == "infiniband":
+        node.knob("peermem")
+        for i in range(8):
+            node.put(f"sys/class/infiniband/mlx5_ib{i}/node_type", "1: CA\n")
+    elif fabric in ("tcpx", "tcpxo"):
+        node.put(f"var/lib/{fabric}/lib64/libnccl-net.so")
+        node.knob("rxdm", "true\n")
+    # What the first boot left behind: NCCL files and the TTL timer.
+    for step in ("50-nccl-env.sh", "60-ttl.sh"):
+        r = node.run(step)
+        assert r.returncode == 0, r.stdout + r.stderr
+    node.forget()
+    return node
+
+
+NODES = {
+    "aws-p4d": ("aws", "p4d.24xlarge"),
+    "aws-g5": ("aws", "g5.12xlarge"),
+    "azure-nd": ("azure", "Standard_ND96asr_v4"),
+    "gcp-a3-tcpx": ("gcp", "a3-highgpu-8g"),
+    "gcp-a3-tcpxo": ("gcp", "a3-megagpu-8g"),
+    "gcp-a2": ("gcp", "a2-highgpu-8g"),
+    "local": ("local", "local"),
+}
+
+
+@pytest.fixture
+def p4d(tmp_path) -> Node:
+    return prebake(make_node(tmp_path, "aws", "p4d.24xlarge"))
+
+
+# --- static checks -----------------------------------------------------------------------
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
@@ -25,134 +221,378 @@ def test_shellcheck_clean(script):
     assert r.returncode == 0, r.stdout
 
 
-def fake(bindir: Path, name: str, body: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_every_script_is_strict_bash(script):
+    lines = script.read_text().splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert "set -euo pipefail" in lines[:8]
+
+
+# --- "already satisfied": a ready node runs no installer ------------------------------------
+
+
+@pytest.mark.parametrize("step", STEP_NAMES)
+def test_each_step_is_satisfied_on_a_ready_p4d(p4d, step):
+    r = p4d.run(step)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "already satisfied" in r.stdout, r.stdout
+    assert p4d.recorded() == ""
+
+
+@pytest.mark.parametrize("name", ["azure-nd", "gcp-a3-tcpx", "gcp-a3-tcpxo", "aws-g5"])
+def test_fabric_step_is_satisfied_on_each_fabric(tmp_path, name):
+    node = prebake(make_node(tmp_path, *NODES[name]))
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "already satisfied" in r.stdout
+    assert node.recorded() == ""
+
+
+@pytest.mark.parametrize("name", list(NODES))
+def test_whole_recipe_on_a_ready_node_runs_no_installer(tmp_path, name):
+    node = prebake(make_node(tmp_path, *NODES[name]))
+    r = node.run("run-steps.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert node.recorded() == ""
+    ready = json.loads((node.root / "var/lib/gpufleet/ready.json").read_text())
+    results = {s["step"]: s["result"] for s in ready["steps"]}
+    assert list(results) == [n.removesuffix(".sh") for n in STEP_NAMES]
+    assert set(results.values()) <= {"satisfied", "skipped"}
+    assert all(isinstance(s["seconds"], float) for s in ready["steps"])
+    assert ready["version_set"] == node.node_env["GPUFLEET_VERSION_SET"]
+    if name == "local":
+        assert ready["pinned"] == {} and ready["driver"] == ""
+        assert results["00-base"] == "satisfied" and results["10-driver"] == "skipped"
+    else:
+        e = node.node_env
+        assert ready["driver"] == e["GPUFLEET_DRIVER_VERSION"]
+        assert ready["pinned"]["driver_version"] == e["GPUFLEET_DRIVER_VERSION"]
+        assert ready["container_toolkit"] == e["GPUFLEET_CONTAINER_TOOLKIT"]
+        assert ready["dcgm"] == e["GPUFLEET_DCGM"] and ready["cuda"] == "13.2"
+        assert ready["nccl"] == e["GPUFLEET_NCCL"].split("-")[0]
+        assert "skipped" not in (results["10-driver"], results["30-container"])
+
+
+def test_node_copies_in_cloud_init_behave_like_the_source(p4d, tmp_path):
+    """The recipe as cloud-init writes it (comments dropped) passes a ready node and reboots a
+    bare one, exactly like images/steps."""
+    steps = tmp_path / "opt-gpufleet-steps"
+    steps.mkdir()
+    for path, text in cloud_init_files("aws", "p4d.24xlarge").items():
+        if path.startswith("/opt/gpufleet/steps/"):
+            (steps / Path(path).name).write_text(text)
+    assert sorted(p.name for p in steps.iterdir()) == [p.name for p in SCRIPTS]
+    r = p4d.run("run-steps.sh", steps)
+    assert r.returncode == 0 and p4d.recorded() == "", r.stdout + r.stderr
+    p4d.knob("driver", None)
+    assert p4d.run("run-steps.sh", steps).returncode == 0
+    assert p4d.recorded().rstrip().endswith("systemctl reboot")
+    expire = p4d.root / "usr/local/sbin/gpufleet-expire"
+    expire.unlink()
+    (p4d.root / "etc/systemd/system/gpufleet-ttl.timer").unlink()
+    assert p4d.run("60-ttl.sh", steps).returncode == 0
+    assert expire.read_text().startswith("#!/usr/bin/env bash\n")
+
+
+def test_ready_marker_records_fabric_versions(p4d):
+    p4d.put("usr/local/cuda-13.2/lib/libnccl.so.2.9.9")  # an older copy elsewhere
+    assert p4d.run("run-steps.sh").returncode == 0
+    ready = json.loads((p4d.root / "var/lib/gpufleet/ready.json").read_text())
+    assert ready["fabric"] == "efa" and ready["efa_installer"] == "1.50.0"
+    assert ready["libfabric"].startswith("2.1.0") and ready["fabric_manager"] == ready["driver"]
+    assert ready["pinned"]["efa_installer"] == "1.50.0"
+    assert ready["nccl"] == p4d.node_env["GPUFLEET_NCCL"].split("-")[0]  # the newest copy
+    log = (p4d.root / "var/log/gpufleet/steps.log").read_text().splitlines()
+    assert [line.split()[0] for line in log] == [n.removesuffix(".sh") for n in STEP_NAMES]
+
+
+# --- driver ---------------------------------------------------------------------------------
+
+
+def test_vendor_driver_on_the_pinned_branch_is_kept(p4d):
+    branch = p4d.node_env["GPUFLEET_DRIVER_BRANCH"]
+    p4d.knob("driver", f"{branch}.58.03")
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 0 and "already satisfied" in r.stdout
+    assert p4d.recorded() == ""
+
+
+def test_strict_versions_replace_a_same_branch_driver(p4d):
+    branch, want = p4d.node_env["GPUFLEET_DRIVER_BRANCH"], p4d.node_env["GPUFLEET_DRIVER_VERSION"]
+    p4d.knob("driver", f"{branch}.58.03")
+    p4d.set_env(GPUFLEET_STRICT_VERSIONS="1")
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 0, r.stderr
+    assert f"apt-get install -y -q nvidia-driver-pinning-{want}" in p4d.recorded()
+
+
+def test_missing_driver_is_installed_and_a_reboot_asked_for(p4d):
+    want = p4d.node_env["GPUFLEET_DRIVER_VERSION"]
+    p4d.knob("driver", None)
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 0, r.stderr
+    calls = p4d.recorded()
+    assert f"apt-get install -y -q nvidia-driver-pinning-{want}" in calls
+    assert "apt-get install -y -q nvidia-open" in calls
+    state = p4d.root / "var/lib/gpufleet"
+    assert (state / "reboot-required").exists()
+    assert (state / "driver-installed").read_text().strip() == BOOT_ID
+
+
+def test_driver_of_another_branch_is_replaced(p4d):
+    p4d.knob("driver", "470.256.02")
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 0 and "nvidia-driver-pinning-" in p4d.recorded()
+
+
+def test_driver_installed_earlier_in_this_boot_only_waits_for_the_reboot(p4d):
+    p4d.knob("driver", None)
+    p4d.put("var/lib/gpufleet/driver-installed", BOOT_ID + "\n")
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 0 and "loads after the reboot" in r.stdout
+    assert p4d.recorded() == ""
+    assert (p4d.root / "var/lib/gpufleet/reboot-required").exists()
+
+
+def test_driver_still_missing_after_its_reboot_fails_instead_of_looping(p4d):
+    p4d.knob("driver", None)
+    p4d.put("var/lib/gpufleet/driver-installed", "an-earlier-boot\n")
+    r = p4d.run("10-driver.sh")
+    assert r.returncode == 1 and "rebooted" in r.stderr and "dmesg" in r.stderr
+    assert p4d.recorded() == ""
+
+
+def test_runner_reboots_after_a_driver_install_and_writes_no_marker(p4d):
+    p4d.knob("driver", None)
+    r = p4d.run("run-steps.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = p4d.recorded()
+    assert "nvidia-open" in calls and calls.rstrip().endswith("systemctl reboot")
+    assert not (p4d.root / "var/lib/gpufleet/ready.json").exists()
+
+
+# --- Fabric Manager -------------------------------------------------------------------------
+
+
+def test_fabric_manager_follows_the_loaded_driver_not_the_pin(p4d):
+    branch = p4d.node_env["GPUFLEET_DRIVER_BRANCH"]
+    vendor = f"{branch}.58.03"  # a vendor image's driver on the pinned branch
+    p4d.knob("driver", vendor)
+    r = p4d.run("20-fabricmanager.sh")
+    assert r.returncode == 0, r.stderr
+    assert f"nvidia-fabricmanager={vendor}-1" in p4d.recorded()
+    assert "systemctl enable --now nvidia-fabricmanager" in p4d.recorded()
+
+
+def test_fabric_manager_before_the_reboot_matches_the_new_driver_and_does_not_start(p4d):
+    want = p4d.node_env["GPUFLEET_DRIVER_VERSION"]
+    p4d.knob("driver", None)
+    p4d.knob("fm", None)
+    p4d.put("var/lib/gpufleet/reboot-required")
+    r = p4d.run("20-fabricmanager.sh")
+    assert r.returncode == 0, r.stderr
+    calls = p4d.recorded()
+    assert f"nvidia-fabricmanager={want}-1" in calls
+    assert "systemctl enable nvidia-fabricmanager" in calls and "--now" not in calls
+
+
+def test_older_branches_use_the_versioned_fabric_manager_package(p4d):
+    p4d.knob("driver", "535.161.08")
+    assert p4d.run("20-fabricmanager.sh").returncode == 0
+    assert "nvidia-fabricmanager-535=535.161.08-1" in p4d.recorded()
+
+
+def test_no_nvswitch_only_needs_persistence(tmp_path):
+    node = prebake(make_node(tmp_path, "aws", "g5.12xlarge"))
+    r = node.run("20-fabricmanager.sh")
+    assert r.returncode == 0 and "no NVSwitch; persistence mode on" in r.stdout
+    assert node.recorded() == ""
+
+
+# --- container toolkit, NCCL, DCGM ----------------------------------------------------------
+
+
+def test_missing_container_toolkit_is_installed_at_one_pinned_version(p4d):
+    want = p4d.node_env["GPUFLEET_CONTAINER_TOOLKIT"]
+    p4d.knob("ctk", None)
+    r = p4d.run("30-container.sh")
+    assert r.returncode == 0, r.stderr
+    calls = p4d.recorded()
+    for pkg in ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                "libnvidia-container-tools", "libnvidia-container1"):  # fmt: skip
+        assert f"{pkg}={want}-1" in calls
+    assert "nvidia-ctk runtime configure --runtime=docker" in calls
+    assert "systemctl restart docker" in calls
+
+
+def test_toolkit_present_but_docker_not_wired_is_only_configured(p4d):
+    (p4d.root / "etc/docker/daemon.json").write_text("{}")
+    r = p4d.run("30-container.sh")
+    assert r.returncode == 0, r.stderr
+    calls = p4d.recorded()
+    assert "apt-get" not in calls and "nvidia-ctk runtime configure" in calls
+
+
+def test_missing_nccl_and_dcgm_are_installed_from_the_cuda_repo(p4d):
+    e = p4d.node_env
+    for lib in (p4d.root / "usr/lib/x86_64-linux-gnu").glob("libnccl*"):
+        lib.unlink()
+    p4d.knob("dcgm", None)
+    r = p4d.run("35-nccl-dcgm.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = p4d.recorded()
+    cuda = e["GPUFLEET_CUDA"]
+    nccl = f"{e['GPUFLEET_NCCL']}+cuda{cuda}"
+    assert f"libnccl2={nccl} libnccl-dev={nccl}" in calls
+    dcgm_pkg = f"datacenter-gpu-manager-4-cuda{cuda.split('.')[0]}"
+    assert f"{dcgm_pkg}=1:{e['GPUFLEET_DCGM']}-1" in calls
+    assert "systemctl enable --now nvidia-dcgm" in calls
+
+
+def test_nccl_version_not_in_the_repo_is_a_clear_failure(p4d):
+    for lib in (p4d.root / "usr/lib/x86_64-linux-gnu").glob("libnccl*"):
+        lib.unlink()
+    p4d.set_env(GPUFLEET_NCCL="2.99.9-1")
+    r = p4d.run("35-nccl-dcgm.sh")
+    assert r.returncode == 1 and "no libnccl2 2.99.9-1+cuda" in r.stderr
+
+
+# --- fabric ----------------------------------------------------------------------------------
+
+
+def test_missing_efa_runs_the_pinned_installer(p4d):
+    v = p4d.node_env["GPUFLEET_EFA_INSTALLER"]
+    p4d.knob("efa", None)
+    r = p4d.run("40-fabric.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = p4d.recorded()
+    assert f"https://efa-installer.amazonaws.com/aws-efa-installer-{v}.tar.gz" in calls
+    assert "efa_installer.sh -y" in calls
+
+
+def test_infiniband_without_devices_fails_the_step(tmp_path):
+    node = prebake(make_node(tmp_path, *NODES["azure-nd"]))
+    shutil.rmtree(node.root / "sys/class/infiniband")
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 1 and "no InfiniBand devices" in r.stderr
+
+
+def test_infiniband_loads_peer_memory(tmp_path):
+    node = prebake(make_node(tmp_path, *NODES["azure-nd"]))
+    node.knob("peermem", None)
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 0 and node.recorded() == "modprobe nvidia-peermem\n"
+
+
+def test_tcpx_starts_the_receive_daemon_when_it_is_not_running(tmp_path):
+    node = prebake(make_node(tmp_path, *NODES["gcp-a3-tcpx"]))
+    node.knob("rxdm", None)
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = node.recorded()
+    assert "install --install-nccl" not in calls  # the plugin is already there
+    assert "--name gpufleet-rxdm" in calls and node.node_env["GPUFLEET_TCPX_RXDM"] in calls
+    assert "--gpu_nic_preset a3vm" in calls and "--uds_path /run/tcpx" in calls
+
+
+def test_tcpxo_installs_its_plugin_and_daemon(tmp_path):
+    node = prebake(make_node(tmp_path, *NODES["gcp-a3-tcpxo"]))
+    shutil.rmtree(node.root / "var/lib/tcpxo")
+    node.knob("rxdm", None)
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = node.recorded()
+    assert f"{node.node_env['GPUFLEET_TCPXO_PLUGIN']} install --install-nccl" in calls
+    assert node.node_env["GPUFLEET_TCPXO_RXDM"] in calls and "--num_nics=8" in calls
+
+
+# --- NCCL env, TTL, runner ------------------------------------------------------------------
+
+
+def test_nccl_env_files_come_from_the_fabric_table(p4d):
+    conf = (p4d.root / "etc/nccl.conf").read_text()
+    profile = (p4d.root / "etc/profile.d/gpufleet-nccl.sh").read_text()
+    assert "NCCL_SOCKET_IFNAME=^docker,lo,veth" in conf and "FI_PROVIDER" not in conf
+    assert 'export FI_PROVIDER="efa"' in profile
+    assert 'export LD_LIBRARY_PATH="/opt/amazon/efa/lib:' in profile
+    r = subprocess.run(
+        ["bash", "-c", f'LD_LIBRARY_PATH=/x; . {p4d.root}/etc/profile.d/gpufleet-nccl.sh; '
+         'echo "$LD_LIBRARY_PATH|$FI_PROVIDER"'],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.stdout.strip().endswith(":/x|efa")
+
+
+def test_changed_fabric_table_rewrites_the_nccl_files(p4d):
+    (p4d.root / "etc/gpufleet/nccl.env").write_text("NCCL_DEBUG=INFO\n")
+    r = p4d.run("50-nccl-env.sh")
+    assert r.returncode == 0 and "wrote" in r.stdout
+    assert (p4d.root / "etc/nccl.conf").read_text() == "NCCL_DEBUG=INFO\n"
+
+
+def test_cpu_node_skips_gpu_steps(p4d):
+    p4d.set_env(GPUFLEET_GPUS="0")
+    for step in ("10-driver.sh", "20-fabricmanager.sh", "30-container.sh", "35-nccl-dcgm.sh"):
+        r = p4d.run(step)
+        assert r.returncode == 0 and "skipped" in r.stdout
+    assert p4d.recorded() == ""
+
+
+def test_failing_step_stops_the_runner(p4d):
+    p4d.set_env(GPUFLEET_FABRIC="infiniband")
+    r = p4d.run("run-steps.sh")
+    assert r.returncode == 1 and "step 40-fabric failed" in r.stderr
+    assert "no InfiniBand devices" in r.stdout
+    assert not (p4d.root / "var/lib/gpufleet/ready.json").exists()
+
+
+def test_ttl_timer_fires_at_the_expiry_and_powers_off(p4d):
+    timer = (p4d.root / "etc/systemd/system/gpufleet-ttl.timer").read_text()
+    assert "OnCalendar=2030-03-17 17:46:40 UTC" in timer  # 1_900_000_000
+    unit = (p4d.root / "etc/systemd/system/gpufleet-ttl.service").read_text()
+    assert "ExecStart=/usr/local/sbin/gpufleet-expire" in unit
+
+
+def test_bake_builds_no_expiry_timer_into_the_image(tmp_path):
+    node = make_node(tmp_path, "aws", "p4d.24xlarge")
+    node.set_env(GPUFLEET_BAKE="1")
+    r = node.run("60-ttl.sh")
+    assert r.returncode == 0 and "skipped: baking an image" in r.stdout
+    assert not (node.root / "etc/systemd/system/gpufleet-ttl.timer").exists()
 
 
 @pytest.fixture
-def node(tmp_path):
-    """A pre-baked GPU node in a temp root: tools answer as on a ready p4d; installers record."""
-    root, bindir, calls = tmp_path / "root", tmp_path / "bin", tmp_path / "calls"
-    bindir.mkdir()
-    calls.write_text("")
-    for name in INSTALLERS:
-        fake(bindir, name, f'echo "{name} $*" >> {calls}')
-    fake(
-        bindir,
-        "nvidia-smi",
-        f'case "$*" in *driver_version*) for i in 0 1; do echo {DRIVER}; done ;;'
-        " *persistence_mode*) echo Enabled; echo Enabled ;; esac",
+def expire_script(tmp_path) -> tuple[Node, Path]:
+    node = prebake(make_node(tmp_path, "azure", "Standard_ND96asr_v4"))
+    return node, node.root / "usr/local/sbin/gpufleet-expire"
+
+
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
+def test_expire_script_is_shellcheck_clean(expire_script):
+    _, script = expire_script
+    r = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(expire_script):
+    node, script = expire_script
+    node.set_env(AZURE_CLIENT_ID="cid", AZURE_SUBSCRIPTION_ID="sub", AZURE_RESOURCE_GROUP="rg")
+    (node.bin / "jq").write_text("#!/bin/sh\necho token\n")
+    (node.bin / "jq").chmod(0o755)
+    (node.bin / "curl").write_text(  # IMDS answers; the ARM DELETE fails
+        f'#!/bin/sh\necho "curl $*" >> {node.calls}\ncase "$*" in *DELETE*) exit 22 ;; esac\n'
+        "echo vm-0\n"
     )
-    fake(bindir, "nv-fabricmanager", f'echo "Fabric Manager version is : {DRIVER}"')
-    fake(bindir, "systemctl", 'case "$1" in is-active) echo active ;; esac; exit 0')
-    fake(bindir, "nvidia-ctk", 'echo "NVIDIA Container Toolkit CLI version 1.20.1"')
-    fake(bindir, "fi_info", 'echo "libfabric: 2.1.0"; exit 0')
-    fake(bindir, "dpkg-query", 'echo "install ok installed"')
-    fake(bindir, "lsmod", 'echo "nvidia_peermem 16384 0"')
-    (root / "etc/gpufleet").mkdir(parents=True)
-    (root / "etc/gpufleet/env").write_text(
-        "GPUFLEET_CLUSTER=t\nGPUFLEET_NODE=node-0\nGPUFLEET_GPUS=8\nGPUFLEET_NVSWITCH=1\n"
-        f"GPUFLEET_FABRIC=efa\nGPUFLEET_DRIVER_VERSION={DRIVER}\nGPUFLEET_FABRIC_MANAGER={DRIVER}\n"
-        "GPUFLEET_CONTAINER_TOOLKIT=1.20.1\nGPUFLEET_EFA_INSTALLER=1.47.0\n"
-        "GPUFLEET_VERSION_SET=aws-2026-11\nGPUFLEET_EXPIRES_AT=1900000000\n"
-    )
-    (root / "etc/gpufleet/nccl.env").write_text("FI_PROVIDER=efa\nNCCL_DEBUG=WARN\n")
-    (root / "etc/docker").mkdir(parents=True)
-    (root / "etc/docker/daemon.json").write_text('{"runtimes": {"nvidia": {}}}')
-    env = {
-        "PATH": f"{bindir}:/usr/bin:/bin",
-        "GPUFLEET_ROOT": str(root),
-        "HOME": str(tmp_path),
-    }
-    return {"root": root, "bin": bindir, "calls": calls, "env": env}
-
-
-def run_step(node, name: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(STEPS / name)], env=node["env"], capture_output=True, text=True, timeout=60
-    )
-
-
-def bake(node) -> None:
-    """What a first run leaves behind: the NCCL files and the TTL timer."""
-    for name in ("50-nccl-env.sh", "60-ttl.sh"):
-        assert run_step(node, name).returncode == 0
-
-
-@pytest.mark.parametrize(
-    "step",
-    ["00-base.sh", "10-driver.sh", "20-fabricmanager.sh", "30-container.sh", "40-fabric.sh",
-     "50-nccl-env.sh", "60-ttl.sh"],
-)  # fmt: skip
-def test_each_step_is_satisfied_on_a_baked_node(node, step):
-    bake(node)
-    node["calls"].write_text("")
-    r = run_step(node, step)
+    r = subprocess.run(["bash", str(script)], env=node.env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "already satisfied" in r.stdout, r.stdout
-    assert node["calls"].read_text() == ""
+    calls = node.recorded()
+    assert "-X DELETE" in calls and "/subscriptions/sub/resourceGroups/rg/" in calls
+    assert "virtualMachines/vm-0?" in calls and "client_id=cid" in calls
+    assert calls.rstrip().endswith("systemctl poweroff")
+    assert "powering off" in r.stderr
 
 
-def test_whole_recipe_on_a_baked_node_runs_no_installer(node):
-    bake(node)
-    node["calls"].write_text("")
-    r = subprocess.run(
-        ["bash", str(STEPS / "run-steps.sh")], env=node["env"], capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert node["calls"].read_text() == ""
-    ready = json.loads((node["root"] / "var/lib/gpufleet/ready.json").read_text())
-    assert ready["driver"] == DRIVER and ready["fabric_manager"] == DRIVER
-    assert ready["container_toolkit"] == "1.20.1" and ready["version_set"] == "aws-2026-11"
-    assert [s["result"] for s in ready["steps"]] == ["satisfied"] * 7
-    assert all(isinstance(s["seconds"], float | int) for s in ready["steps"])
-
-
-def test_missing_driver_is_installed_at_the_pinned_version(node):
-    os.remove(node["bin"] / "nvidia-smi")
-    (node["root"] / "var/lib/gpufleet").mkdir(parents=True)
-    fake(node["bin"], "lspci", "echo 'NVIDIA Corporation GA100 [A100 SXM4 40GB]'")
-    r = run_step(node, "10-driver.sh")
-    assert r.returncode == 0, r.stderr
-    calls = node["calls"].read_text()
-    assert f"apt-get install -y -q nvidia-driver-pinning-{DRIVER}" in calls
-    assert "apt-get install -y -q nvidia-open" in calls
-
-
-def test_wrong_fabric_manager_version_is_replaced(node):
-    fake(node["bin"], "nv-fabricmanager", 'echo "Fabric Manager version is : 570.1.2"')
-    r = run_step(node, "20-fabricmanager.sh")
-    assert r.returncode == 0, r.stderr
-    assert f"apt-get install -y -q nvidia-fabricmanager={DRIVER}-1" in node["calls"].read_text()
-
-
-def test_cpu_node_skips_gpu_steps(node):
-    env_file = node["root"] / "etc/gpufleet/env"
-    env_file.write_text(env_file.read_text().replace("GPUFLEET_GPUS=8", "GPUFLEET_GPUS=0"))
-    for step in ("10-driver.sh", "20-fabricmanager.sh", "30-container.sh"):
-        r = run_step(node, step)
-        assert r.returncode == 0 and "skipped" in r.stdout
-
-
-def test_failing_step_stops_the_runner(node):
-    env_file = node["root"] / "etc/gpufleet/env"
-    env_file.write_text(
-        env_file.read_text().replace("GPUFLEET_FABRIC=efa", "GPUFLEET_FABRIC=infiniband")
-    )
-    r = subprocess.run(
-        ["bash", str(STEPS / "run-steps.sh")], env=node["env"], capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert r.returncode == 1 and "step 40-fabric failed" in r.stderr
-    assert "no InfiniBand devices" in r.stdout
-
-
-def test_bake_builds_no_expiry_timer_into_the_image(node):
-    env_file = node["root"] / "etc/gpufleet/env"
-    env_file.write_text(env_file.read_text() + "GPUFLEET_BAKE=1\n")
-    r = run_step(node, "60-ttl.sh")
-    assert r.returncode == 0 and "skipped: baking an image" in r.stdout
-    assert not (node["root"] / "etc/systemd/system/gpufleet-ttl.timer").exists()
+def test_aws_expiry_only_powers_off(p4d):
+    script = p4d.root / "usr/local/sbin/gpufleet-expire"
+    r = subprocess.run(["bash", str(script)], env=p4d.env, capture_output=True, text=True)
+    assert r.returncode == 0 and p4d.recorded() == "systemctl poweroff\n"
