@@ -20,6 +20,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser"}
 # azure: one availability set (the InfiniBand domain gpufleet uses) holds at most 200 VMs.
+MAX_TTL_MINUTES = 366 * 1440
 MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
 
 
@@ -50,7 +51,7 @@ class ClusterSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not isinstance(v, str) or not NAME_RE.fullmatch(v):  # fullmatch: no trailing \n
             raise SpecError(
                 "name",
                 f"{v!r} is not a valid cluster name",
@@ -71,6 +72,12 @@ class ClusterSpec(BaseModel):
     def _ttl(cls, v: int) -> int:
         if v < 0:
             raise SpecError("ttl_minutes", f"must not be negative, got {v}", "pass --ttl 4h, say")
+        if v > MAX_TTL_MINUTES:  # beyond it, expiry timestamps overflow the platform's time_t
+            raise SpecError(
+                "ttl_minutes",
+                f"{v} is over the maximum of {MAX_TTL_MINUTES} (366 days)",
+                "pass --ttl 4h, say",
+            )
         return v
 
     @field_validator("disk_gb")

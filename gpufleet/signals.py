@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM become an Interrupted error, so cleanup code runs and the exit code is 130/143."""
+"""SIGINT/SIGTERM/SIGHUP become an Interrupted error, so cleanup runs; exit 130/143/129."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import threading
 
 from components.errors import GpufleetError
 
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 class Interrupted(GpufleetError):
-    """The user (SIGINT, exit 130) or the system (SIGTERM, exit 143) asked us to stop."""
+    """Ctrl-C (SIGINT, 130), the system (SIGTERM, 143) or a closed terminal (SIGHUP, 129)."""
 
     def __init__(self, signum: int):
         name = signal.Signals(signum).name
@@ -30,10 +32,14 @@ def _handler(signum: int, frame: object) -> None:
 
 
 def install_handlers() -> None:
-    """Raise Interrupted in the main thread on SIGINT and SIGTERM."""
+    """Raise Interrupted in the main thread on SIGINT, SIGTERM and SIGHUP.
+
+    A closed terminal or a dropped SSH session sends SIGHUP; without a handler the CLI
+    would die on the spot and leave the cluster running.
+    """
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _handler)
-        signal.signal(signal.SIGTERM, _handler)
+        for sig in HANDLED:
+            signal.signal(sig, _handler)
 
 
 class shielded:
@@ -50,3 +56,11 @@ class shielded:
 def pending() -> int | None:
     """A signal that arrived while shielded, if any."""
     return _deferred[0] if _deferred else None
+
+
+def raise_pending() -> None:
+    """After a shielded cleanup: a signal it deferred becomes Interrupted now (never swallowed)."""
+    if _deferred:
+        signum = _deferred[0]
+        _deferred.clear()
+        raise Interrupted(signum)

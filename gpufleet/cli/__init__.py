@@ -68,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         if e.hint:
             print(f"  fix: {e.hint}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # a signal before the handlers took over
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a defect: still no traceback for the user, unless --debug
+        if debug:
+            raise
+        print(f"error: internal error: {type(e).__name__}: {e}"[:2000], file=sys.stderr)
+        print("  fix: run again with --debug and report the traceback", file=sys.stderr)
+        return 70  # EX_SOFTWARE
     return 0
 
 

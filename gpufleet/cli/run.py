@@ -25,7 +25,15 @@ def run(
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
     spot: Annotated[bool, typer.Option()] = False,
-    ttl: Annotated[str, typer.Option(help="node-side expiry of a created cluster")] = "4h",
+    ttl: Annotated[
+        str,
+        typer.Option(
+            "--max-duration",
+            "--ttl",
+            help="hard expiry of a created cluster; while run lives it also renews a "
+            "lease, so its nodes go a few minutes after run dies",
+        ),
+    ] = "24h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
     launcher: Annotated[str, typer.Option(help="torchrun | none | mpirun")] = "torchrun",
     nproc_per_node: Annotated[
@@ -39,10 +47,15 @@ def run(
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
+    fail_fast: Annotated[
+        bool, typer.Option(help="stop every node when the first one fails (default)")
+    ] = True,
 ) -> None:
     """Create a cluster (or reuse one), run a distributed job on it, and tear it down.
 
-    Exits with the job's exit code (the first failing rank's), 130 on Ctrl-C, 143 on SIGTERM.
+    Exits with the job's exit code (the first failing rank's; the other nodes are stopped
+    unless --no-fail-fast), 5 when a node is lost, 6 when a node reached its expiry,
+    130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (a closed terminal).
     """
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.job import JobRequest, run_job
@@ -50,6 +63,8 @@ def run(
 
     if launcher not in ("torchrun", "none", "mpirun"):
         raise typer.BadParameter("use torchrun, none or mpirun", param_hint="--launcher")
+    if cluster is not None and not cluster.strip():
+        raise typer.BadParameter("give a cluster name", param_hint="--cluster")
     if not command:
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
@@ -88,6 +103,7 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        fail_fast=fail_fast,
     )
     raise typer.Exit(run_job(req, progress, node_printer()))
 

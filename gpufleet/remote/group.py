@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import select
 import shlex
 import tarfile
@@ -18,7 +19,15 @@ from gpufleet.remote import knownhosts
 if TYPE_CHECKING:
     from components.spec import ClusterInfo, NodeInfo
 
+# paramiko logs a transport thread's failure ("Error reading SSH protocol banner" and its
+# traceback) through logging's last-resort handler; the group reports failures itself.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
 PID_MARK = "__GPUFLEET_PID__"
+KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
+PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel while a job runs
+LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
+FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
 Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
 _RETRYABLE = (OSError, EOFError)
 
@@ -44,6 +53,27 @@ def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
         f"kill -TERM -{pid} 2>/dev/null || exit 0; i=0; "
         f"while [ $i -lt {steps} ]; do kill -0 -{pid} 2>/dev/null || exit 0; "
         f"sleep 0.1; i=$((i+1)); done; kill -KILL -{pid} 2>/dev/null; exit 0"
+    )
+
+
+LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
+
+
+def lease_command(until: float | None) -> str:
+    """Write the lease (epoch seconds) into the node's gpufleet state directory, atomically;
+    None removes it (the hard expiry alone applies again).
+
+    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet, through
+    sudo when the SSH user cannot write there.
+    """
+    d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
+    if until is None:
+        return d + 'rm -f "$d/lease" 2>/dev/null || sudo -n rm -f "$d/lease"'
+    value = str(int(until))
+    return (
+        d
+        + f'{{ echo {value} > "$d/lease.tmp" && mv -f "$d/lease.tmp" "$d/lease"; }} 2>/dev/null || '
+        f'echo {value} | sudo -n tee "$d/lease" >/dev/null'
     )
 
 
@@ -119,6 +149,9 @@ class Group:
         self._active: set[str] = set()
         self._lock = threading.Lock()
         self._creds: tuple[Any, dict] | None = None
+        self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
+        self.lost: dict[str, str] = {}  # node -> why it is considered lost
+        self._probing: set[str] = set()
 
     def __enter__(self) -> Group:
         return self
@@ -141,11 +174,15 @@ class Group:
         t = open_transport(
             node, user=self.info.ssh_user, pkey=pkey, pinned=pinned, timeout=self.connect_timeout
         )
+        t.set_keepalive(KEEPALIVE_S)
         with self._lock:
             old = self._transports.get(node.name)
             self._transports[node.name] = t
         if old is not None:
             old.close()
+        if self._stop.is_set():
+            t.close()
+            raise EOFError("group closed")
         return t
 
     def _transport(self, node: NodeInfo) -> Any:
@@ -161,26 +198,77 @@ class Group:
             out[futures[fut]] = fut.result()
         return {n.name: out[n.name] for n in nodes}
 
-    def wait_ready(self, timeout: float = 300.0) -> None:
-        """Connect to every node, retrying until `timeout`; a wrong host key fails at once."""
+    def wait_ready(
+        self,
+        timeout: float = 300.0,
+        *,
+        refused_fails: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Connect to every node, retrying until `timeout`; a wrong host key fails at once.
+
+        refused_fails: the cluster already existed, so a refused connection means its node
+        is gone (NodeRefused now), not still booting. Runs in daemon threads and polls, so
+        Ctrl-C/SIGTERM in the main thread take effect at once; close() ends the attempts.
+        """
+        from gpufleet.errors import NodeRefused
+
         deadline = time.monotonic() + timeout
+        results: dict[str, str | None | BaseException] = {}
 
         def attempt(node: NodeInfo) -> str | None:
             delay, last = 0.05, "not tried"
-            while True:
+            while not self._stop.is_set():
                 try:
                     self._connect(node)
                     return None
                 except HostKeyMismatch:
                     raise
+                except ConnectionRefusedError as e:
+                    if refused_fails:
+                        raise NodeRefused(self.info.name, [node.name]) from e
+                    last = f"ConnectionRefusedError: {e}"
                 except Exception as e:  # paramiko raises a zoo: refused, banner, auth, EOF
                     last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 if time.monotonic() + delay > deadline:
                     return last
-                time.sleep(delay)
+                self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
+            return "cancelled"
 
-        failures = {k: v for k, v in self._map(attempt, self.nodes).items() if v}
+        def worker(node: NodeInfo) -> None:
+            try:
+                results[node.name] = attempt(node)
+            except BaseException as e:  # re-raised in the caller's thread
+                results[node.name] = e
+
+        threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in self.nodes]
+        for t in threads:
+            t.start()
+        started, shown = time.monotonic(), time.monotonic()
+        try:
+            while len(results) < len(self.nodes):
+                time.sleep(0.05)  # polled: a signal reaches the main thread at once
+                errors = [e for e in results.values() if isinstance(e, BaseException)]
+                if errors:
+                    raise errors[0]
+                if progress and time.monotonic() - shown >= 10:
+                    shown = time.monotonic()
+                    left = [n.name for n in self.nodes if n.name not in results]
+                    progress(
+                        f"waiting for SSH on {', '.join(left)} "
+                        f"({shown - started:.0f}s of {timeout:.0f}s)"
+                    )
+        except BaseException:
+            self._stop.set()  # the attempts end within one connect timeout, off our clock
+            raise
+        errors = [e for e in results.values() if isinstance(e, BaseException)]
+        if errors:
+            refused = [e for e in errors if isinstance(e, NodeRefused)]
+            if refused:
+                raise NodeRefused(self.info.name, sorted(n for e in refused for n in e.nodes))
+            raise errors[0]
+        failures = {k: v for k, v in results.items() if isinstance(v, str)}
         if failures:
             raise SSHUnreachable(failures, timeout)
 
@@ -193,17 +281,62 @@ class Group:
         timeout: float | None = None,
         stdin: bytes | None = None,
         what: str | None = None,
+        fail_fast: bool = False,
+        liveness: bool = False,
     ) -> dict[str, HostResult]:
-        """Run on every node (or per-node commands) in its workdir; a failure raises GroupError."""
+        """Run on every node (or per-node commands) in its workdir; a failure raises GroupError.
+
+        fail_fast: the first node to fail (or be lost) stops the command on every other node.
+        liveness: probe each node while the command runs; one that answers nothing for
+        LOST_AFTER_S (or whose connection drops) is recorded in `lost` and its result ends.
+        """
         cmds = command if isinstance(command, dict) else {n.name: command for n in self.nodes}
         targets = [n for n in self.nodes if n.name in cmds]
-        results = self._map(
-            lambda n: self._run_one(n, cmds[n.name], stream, timeout, stdin), targets
-        )
+        done = threading.Event()
+        if liveness:
+            for n in targets:
+                threading.Thread(target=self._probe_loop, args=(n, done), daemon=True).start()
+        try:
+            futures = {
+                self._pool.submit(self._run_one, n, cmds[n.name], stream, timeout, stdin): n.name
+                for n in targets
+            }
+            out: dict[str, HostResult] = {}
+            stopping = False
+            for fut in as_completed(futures):
+                r = fut.result()
+                out[futures[fut]] = r
+                if fail_fast and not r.ok and not stopping:
+                    stopping = True
+                    self.cancel(grace_s=FAIL_FAST_GRACE_S)
+        finally:
+            done.set()
+        results = {n.name: out[n.name] for n in targets}
         if check and not all(r.ok for r in results.values()):
             label = what or (command if isinstance(command, str) else "command")
             raise GroupError(label, results)
         return results
+
+    def _probe_loop(self, node: NodeInfo, done: threading.Event) -> None:
+        """Liveness of one node while a command runs: a channel open must succeed regularly."""
+        last_ok = time.monotonic()
+        while not done.wait(PROBE_EVERY_S) and not self._stop.is_set():
+            t = self._transports.get(node.name)
+            if t is None or not t.is_active():
+                if node.name in self._active:
+                    self.lost.setdefault(node.name, "its SSH connection dropped")
+                return
+            try:
+                chan = t.open_session(timeout=PROBE_EVERY_S)
+                chan.close()
+                last_ok = time.monotonic()
+            except Exception:
+                pass
+            silent = time.monotonic() - last_ok
+            if silent >= LOST_AFTER_S and not done.is_set():
+                self.lost.setdefault(node.name, f"no answer for {silent:.0f} s")
+                t.close()  # ends the pump on this node; the command is beyond our reach
+                return
 
     def _run_one(
         self,
@@ -226,7 +359,7 @@ class Group:
             if stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
-            timed_out = self._pump(chan, out, err, deadline)
+            timed_out = self._pump(chan, out, err, deadline, self._stop)
             if timed_out:
                 self._kill(node)
                 return HostResult(
@@ -239,11 +372,20 @@ class Group:
                     time.time(),
                 )
             code = chan.recv_exit_status()
+            transport = chan.get_transport()
+            if code == -1 and not (transport and transport.is_active()) or node.name in self.lost:
+                # no exit status and the connection is gone: the node went, not the command
+                why = self.lost.setdefault(node.name, "its SSH connection dropped")
+                return HostResult(
+                    node.name, None, out.close(), err.close(), f"lost: {why}", started, time.time()
+                )
             return HostResult(node.name, code, out.close(), err.close(), None, started, time.time())
         except HostKeyMismatch:
             raise
         except Exception as e:
             msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            if node.name in self.lost:
+                msg = f"lost: {self.lost[node.name]}"
             return HostResult(node.name, None, out.close(), err.close(), msg, started, time.time())
         finally:
             with self._lock:
@@ -252,7 +394,13 @@ class Group:
                 chan.close()
 
     @staticmethod
-    def _pump(chan: Any, out: _LineSplitter, err: _LineSplitter, deadline: float | None) -> bool:
+    def _pump(
+        chan: Any,
+        out: _LineSplitter,
+        err: _LineSplitter,
+        deadline: float | None,
+        stop: threading.Event,
+    ) -> bool:
         """Move output into the splitters until the command ends; True if the deadline hit."""
         while True:
             progressed = False
@@ -273,6 +421,8 @@ class Group:
                 return False
             if deadline is not None and time.monotonic() > deadline:
                 return True
+            if stop.is_set():
+                return False  # closed under us: the caller reports no exit status
             select.select([chan], [], [], 0.2)
 
     def put(self, files: dict[str, bytes | str], *, stream: Stream | None = None) -> None:
@@ -283,28 +433,57 @@ class Group:
         """Unpack a .tar.gz into every node's workdir."""
         self.run("tar -xzf -", stdin=tar_gz, what="upload")
 
-    def _kill(self, node: NodeInfo) -> None:
+    def _kill(self, node: NodeInfo, grace_s: float = 5.0) -> None:
         pid = self._pids.get(node.name)
-        if pid is None:
+        if pid is None or node.name in self.lost:
             return
         try:
             chan = self._transport(node).open_session(timeout=self.connect_timeout)
-            chan.exec_command(kill_group_command(pid))
+            chan.exec_command(kill_group_command(pid, grace_s))
             chan.recv_exit_status()
             chan.close()
         except Exception:
             pass  # the node or connection is gone: nothing left to kill through it
 
-    def cancel(self) -> None:
+    def cancel(self, grace_s: float = 5.0) -> None:
         """Kill the process group of every command still running, on every node at once."""
         with self._lock:
             running = [n for n in self.nodes if n.name in self._active]
         if running:
             # not self._pool: its workers are the ones blocked on the commands being killed
-            with ThreadPoolExecutor(max_workers=len(running)) as pool:
-                wait([pool.submit(self._kill, n) for n in running], timeout=15)
+            pool = ThreadPoolExecutor(max_workers=len(running))
+            wait([pool.submit(self._kill, n, grace_s) for n in running], timeout=grace_s + 10)
+            pool.shutdown(wait=False)
+
+    def write_lease(self, until: float | None, timeout: float = 20.0) -> dict[str, str | None]:
+        """Renew the node-side lease: every node removes itself at min(expiry, `until`).
+
+        Runs on its own threads over the open connections (the group's workers may all be
+        busy with the job); node -> None, or why it failed.
+        """
+        cmd = lease_command(until)
+        out: dict[str, str | None] = {}
+
+        def one(node: NodeInfo) -> None:
+            try:
+                chan = self._transport(node).open_session(timeout=timeout)
+                chan.settimeout(timeout)
+                chan.exec_command(cmd)
+                code = chan.recv_exit_status()
+                chan.close()
+                out[node.name] = None if code == 0 else f"exit {code}"
+            except Exception as e:
+                out[node.name] = f"{type(e).__name__}: {e}"
+
+        threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+        return {n.name: out.get(n.name, "timed out") for n in self.nodes}
 
     def close(self) -> None:
+        self._stop.set()
         with self._lock:
             transports = list(self._transports.values())
             self._transports.clear()
