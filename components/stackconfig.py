@@ -51,6 +51,10 @@ def parse_stack_yaml(data: bytes | str, where: str = "stack file") -> dict[str, 
         raise SpecError(
             "stack", f"{at}: not valid YAML ({problem})", "fix the YAML at that line and column"
         ) from None
+    except (ValueError, OverflowError, RecursionError) as e:  # e.g. an int of 5,000 digits
+        raise SpecError(
+            "stack", f"{where}: a value YAML cannot read ({str(e)[:120]})", "use a sane number"
+        ) from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):

@@ -46,7 +46,7 @@ def up(
     from gpufleet.remote import Group
 
     spec = spec_from_flags(
-        name=name or _auto_name(),
+        name=_auto_name() if name is None else name,
         cloud=cloud,
         nodes=nodes,
         instance_type=instance_type,

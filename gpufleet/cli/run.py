@@ -72,7 +72,7 @@ def run(
     spec = None
     if cluster is None:
         spec = spec_from_flags(
-            name=name or "run-" + secrets.token_hex(3),
+            name="run-" + secrets.token_hex(3) if name is None else name,
             cloud=cloud,
             nodes=nodes,
             instance_type=instance_type,
