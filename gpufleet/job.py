@@ -12,17 +12,33 @@ from pathlib import Path
 
 from components.spec import ClusterInfo, ClusterSpec
 from gpufleet import launch, ops, state, sync
-from gpufleet.errors import GpufleetError, JobFailed, NodeExpired, NodeLost
+from gpufleet.errors import GpufleetError, JobFailed, NodeExpired, NodeLost, SpecError
 from gpufleet.launch import LaunchOptions
 from gpufleet.provision import Progress
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
 from gpufleet.signals import Interrupted, raise_pending, shielded
 
+
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves
 # LEASE_S after the last renewal if this process dies (kill -9, a lost machine).
-LEASE_S = float(os.environ.get("GPUFLEET_LEASE_S", 300))
-RENEW_S = float(os.environ.get("GPUFLEET_LEASE_RENEW_S", 60))
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 366 * 86400:
+        raise SpecError(
+            name, f"{raw!r} is not a number of seconds", f"unset it, or e.g. {default:.0f}"
+        )
+    return value
+
+
+LEASE_S = _env_seconds("GPUFLEET_LEASE_S", 300)
+RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
 
 
 @dataclass

@@ -64,7 +64,7 @@ def up(
     info = ops.create(spec, progress, **options)
     try:
         with Group(info) as g:
-            g.wait_ready(timeout=600 if spec.cloud != "local" else 30)
+            g.wait_ready(timeout=600 if spec.cloud != "local" else 30, progress=progress)
     except BaseException:
         progress("nodes unreachable: removing what was created")
         ops.destroy(info, progress, **options)

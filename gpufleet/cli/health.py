@@ -26,7 +26,7 @@ def health(
 
     info = state.load(name)
     with Group(info) as group:
-        group.wait_ready(60)
+        group.wait_ready(60, refused_fails=True, progress=progress)
         reports = h.check_cluster(info, group)
         probe = None
         if fabric:
