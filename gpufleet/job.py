@@ -159,7 +159,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         group.put_archive(archive)
         if req.setup:
             progress(f"setup: {req.setup}")
-            group.run(setup_command(info, req.setup), stream=stream, what="setup")
+            group.run(setup_command(info, req.setup), stream=stream, what="setup", liveness=True)
         if req.health_gate:
             req.health_gate(info, group)
         group.put(launch.run_files(info, req.launch))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 
@@ -25,9 +27,14 @@ _shielded = threading.local()
 
 
 def _handler(signum: int, frame: object) -> None:
-    if getattr(_shielded, "on", False):
+    if getattr(_shielded, "on", False) and not _deferred:
         _deferred.append(signum)  # cleanup in progress: finish it, then stop
+        # os.write, not print: the interrupted code may hold the stderr lock
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            os.write(2, b"gpufleet: finishing the teardown first (signal again to abandon it)\n")
         return
+    # a second signal during cleanup abandons it; the caller names `gpufleet down`
+    _deferred.clear()
     raise Interrupted(signum)
 
 

@@ -64,20 +64,28 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         if e.hint:
-            print(f"  fix: {e.hint}", file=sys.stderr)
+            _say(f"  fix: {e.hint}")
         return e.exit_code
     except KeyboardInterrupt:  # a signal before the handlers took over
-        print("error: interrupted", file=sys.stderr)
+        _say("error: interrupted")
         return 130
     except Exception as e:  # a defect: still no traceback for the user, unless --debug
         if debug:
             raise
-        print(f"error: internal error: {type(e).__name__}: {e}"[:2000], file=sys.stderr)
-        print("  fix: run again with --debug and report the traceback", file=sys.stderr)
+        _say(f"error: internal error: {type(e).__name__}: {e}"[:2000])
+        _say("  fix: run again with --debug and report the traceback")
         return 70  # EX_SOFTWARE
     return 0
+
+
+def _say(line: str) -> None:
+    """To stderr, unless it is gone (SIGHUP: the terminal was closed); the exit code stays."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def entry() -> None:

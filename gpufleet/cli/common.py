@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -19,7 +20,8 @@ def progress(message: str) -> None:
     """A progress line on stderr (dim when it is a terminal), so stdout stays the job's."""
     if sys.stderr.isatty():
         message = f"\033[2m{message}\033[0m"
-    with _lock:
+    # after SIGHUP the terminal is gone: a failed write must not stop the teardown
+    with _lock, contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"gpufleet: {message}\n")
         sys.stderr.flush()
 
@@ -34,7 +36,7 @@ def node_printer(color: bool | None = None):
             k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
             prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
         out = sys.stderr if is_err else sys.stdout
-        with _lock:
+        with _lock, contextlib.suppress(OSError, ValueError):
             out.write(f"{prefix} {line}\n")
             out.flush()
 

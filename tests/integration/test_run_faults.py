@@ -97,6 +97,45 @@ def test_sighup_tears_down_like_sigterm(gpufleet_home):
     assert not wait_no_leaks(gpufleet_home, "hup")
 
 
+def test_closing_the_terminal_tears_down_and_exits_129(gpufleet_home):
+    """The real hang-up: run's controlling terminal goes away (the kernel sends SIGHUP and
+    every later write to it fails), yet the teardown completes."""
+    import fcntl
+    import os
+    import pty
+    import sys
+    import termios
+
+    from tests.integration.conftest import ROOT, cli_env
+
+    master, slave = pty.openpty()
+
+    def own_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpufleet", "run", *job("tty", 2, "sleep 300")],
+        stdin=slave, stdout=slave, stderr=slave, env=cli_env(gpufleet_home), cwd=ROOT,
+        preexec_fn=own_terminal,
+    )  # fmt: skip
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"launching none" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(master, 4096)
+        except OSError:
+            break
+    assert b"launching none" in seen, seen
+    t0 = time.monotonic()
+    os.close(master)  # the terminal window closes
+    rc = proc.wait(timeout=120)
+    print(f"\nterminal closed: exit {rc} in {time.monotonic() - t0:.1f}s")
+    assert rc == 129
+    assert not wait_no_leaks(gpufleet_home, "tty")
+
+
 def test_kill_9_of_run_the_lease_removes_the_nodes(gpufleet_home):
     """Shared design: nodes remove themselves at min(expiry, lease) once nobody renews."""
     lease_s = 15
