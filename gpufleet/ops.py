@@ -9,6 +9,7 @@ from components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet import state
 from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, StateDamaged
 from gpufleet.provision import Progress, for_cloud
+from gpufleet.signals import shielded
 
 
 def create(
@@ -22,18 +23,24 @@ def create(
     with state.lock(spec.name):  # two creates of one name: the second is refused at once
         if state.known(spec.name):
             raise ClusterExists(spec.name)
-        if owner is not None:
-            state.set_owner(spec.name, owner)
         provisioner = for_cloud(spec.cloud, **options)
+        info: ClusterInfo | None = None
         try:
+            if owner is not None:
+                state.set_owner(spec.name, owner)
             info = provisioner.up(spec, progress)
+            state.save_spec(spec)
+            state.save(info)
+            return info
         except BaseException:
-            if not state.exists(spec.name):  # the provisioner removed what it made
-                state.forget(spec.name)
+            # a failure or a signal anywhere in here: nothing of this cluster may remain
+            with shielded():
+                if info is not None:
+                    provisioner.down(info, progress)
+                    state.forget(spec.name)
+                elif not state.exists(spec.name):  # the provisioner removed what it made
+                    state.forget(spec.name)
             raise
-        state.save_spec(spec)
-        state.save(info)
-        return info
 
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:

@@ -45,11 +45,17 @@ class Case:
     nodes: int
 
 
+ONLY = [m for m in os.environ.get("GPUFLEET_FAULTS_MOMENTS", "").split(",") if m]
+
+
 def cases(count: int, seed: int) -> list[Case]:
-    """Every signal at every moment once, then the faults; sampled to `count` by seed."""
+    """Every signal at every moment once, then the faults; sampled to `count` by seed.
+    GPUFLEET_FAULTS_MOMENTS=ssh-wait,creating replays signals at those moments only."""
     rng = random.Random(seed)
     all_cases = [Case(s, m, rng.choice([2, 3])) for s in SIGNALS for m in MOMENTS]
     all_cases += [Case(f, "running", 3) for f in FAULTS]
+    if ONLY:
+        return [rng.choice([c for c in all_cases if c.moment in ONLY]) for _ in range(count)]
     faults = [c for c in all_cases if c.what in FAULTS]
     rest = [c for c in all_cases if c.what not in FAULTS]
     rng.shuffle(rest)
