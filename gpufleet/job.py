@@ -17,7 +17,7 @@ from gpufleet.launch import LaunchOptions
 from gpufleet.provision import Progress
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
-from gpufleet.signals import Interrupted, raise_pending, shielded
+from gpufleet.signals import Interrupted, raise_pending, shielded, start_threads
 
 
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves
@@ -72,7 +72,7 @@ class _LeaseKeeper:
 
     def start(self) -> None:
         self.renew()
-        self._thread.start()
+        start_threads([self._thread])
 
     def _loop(self) -> None:
         while not self._stop.wait(RENEW_S):

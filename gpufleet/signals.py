@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 from components.errors import GpufleetError
 
@@ -71,3 +72,23 @@ def raise_pending() -> None:
         signum = _deferred[0]
         _deferred.clear()
         raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Hold our signals back while starting threads (directly or through a pool's submit):
+    a signal raised inside Thread.start() leaves CPython's thread bookkeeping half done (a
+    KeyError traceback from the new thread). Held signals are delivered right after."""
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED) if main else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def start_threads(threads: list[threading.Thread]) -> None:
+    with held():
+        for t in threads:
+            t.start()

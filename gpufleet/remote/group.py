@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, SSHUnreachable
 from gpufleet.remote import knownhosts
+from gpufleet.signals import held, start_threads
 
 if TYPE_CHECKING:
     from components.spec import ClusterInfo, NodeInfo
@@ -243,8 +244,7 @@ class Group:
                 results[node.name] = e
 
         threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in self.nodes]
-        for t in threads:
-            t.start()
+        start_threads(threads)
         started, shown = time.monotonic(), time.monotonic()
         try:
             while len(results) < len(self.nodes):
@@ -294,13 +294,18 @@ class Group:
         targets = [n for n in self.nodes if n.name in cmds]
         done = threading.Event()
         if liveness:
-            for n in targets:
-                threading.Thread(target=self._probe_loop, args=(n, done), daemon=True).start()
+            start_threads(
+                [threading.Thread(target=self._probe_loop, args=(n, done), daemon=True)
+                 for n in targets]
+            )  # fmt: skip
         try:
-            futures = {
-                self._pool.submit(self._run_one, n, cmds[n.name], stream, timeout, stdin): n.name
-                for n in targets
-            }
+            with held():  # submit starts the pool's threads
+                futures = {
+                    self._pool.submit(
+                        self._run_one, n, cmds[n.name], stream, timeout, stdin
+                    ): n.name
+                    for n in targets
+                }
             out: dict[str, HostResult] = {}
             stopping = False
             for fut in as_completed(futures):
@@ -361,6 +366,11 @@ class Group:
             chan.shutdown_write()
             timed_out = self._pump(chan, out, err, deadline, self._stop)
             if timed_out:
+                # a short timeout on a busy machine can beat the PID line: wait for it a bit
+                until = time.monotonic() + 3
+                while node.name not in self._pids and time.monotonic() < until:
+                    if not self._pump(chan, out, err, time.monotonic() + 0.1, self._stop):
+                        break  # the command ended by itself
                 self._kill(node)
                 return HostResult(
                     node.name,
@@ -476,8 +486,7 @@ class Group:
                 out[node.name] = f"{type(e).__name__}: {e}"
 
         threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in self.nodes]
-        for t in threads:
-            t.start()
+        start_threads(threads)
         for t in threads:
             t.join(timeout)
         return {n.name: out.get(n.name, "timed out") for n in self.nodes}
