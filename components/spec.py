@@ -275,7 +275,7 @@ class ClusterInfo(BaseModel):
         return self.nodes[0]
 
     def jump_host(self, node: NodeInfo) -> NodeInfo | None:
-        """The node to tunnel through to reach `node`: the head, for nodes with no public address."""
+        """The node to tunnel through to reach `node`: the head, if `node` has no public address."""
         from components.nodelookup import jump_host
 
         return jump_host(self.nodes, node)

@@ -32,6 +32,9 @@ def up(
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
     spot: Annotated[bool, typer.Option(help="use spot/preemptible capacity")] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry, e.g. 4h (0: none, local only)")
     ] = "4h",
@@ -53,6 +56,7 @@ def up(
         region=region,
         zone=zone,
         spot=spot,
+        public_workers=public_workers,
         ttl_minutes=parse_ttl(ttl),
         ssh_cidrs=ssh_cidr,
         tags=parse_pairs(tag, "tag"),
