@@ -215,7 +215,8 @@ class Group:
             delay, last = 0.05, "not tried"
             while True:
                 try:
-                    self._connect(node)
+                    # not a fresh _connect: the head may already be up for a worker's tunnel
+                    self._transport(node)
                     return None
                 except HostKeyMismatch:
                     raise
