@@ -78,7 +78,8 @@ def up(
         print_json(info.model_dump())
     else:
         for n in info.nodes:
-            typer.echo(f"{n.name}\t{n.public_ip}:{n.ssh_port}\t{n.private_ip}\tgpus={n.gpus}")
+            reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
+            typer.echo(f"{n.name}\t{reach}\t{n.private_ip}\tgpus={n.gpus}")
 
 
 def down(
@@ -131,7 +132,10 @@ def status(
         table.add_column(col)
     for r in rows:
         table.add_row(
-            *(str(r[c]) for c in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus"))
+            *(
+                "-" if r[c] is None else str(r[c])  # no public address: reached through the head
+                for c in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus")
+            )
         )
     Console().print(table)
 
