@@ -93,6 +93,10 @@ def test_cli_ssh_exec_and_run_through_the_head(gpufleet_home, tmp_path):
         r = gpufleet(gpufleet_home, "exec", "t", "--", "echo", "$GPUFLEET_NODE")
         assert r.returncode == 0, r.stderr
         assert sorted(r.stdout.splitlines()) == [f"[node-{i}] node-{i}" for i in range(3)]
+        # a worker alone: the head is connected for the tunnel, and runs nothing
+        r = gpufleet(gpufleet_home, "exec", "t", "--node", "node-2", "--", "echo", "$GPUFLEET_NODE")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines() == ["[node-2] node-2"]
         r = gpufleet(
             gpufleet_home,
             "run",
