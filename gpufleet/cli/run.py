@@ -25,6 +25,9 @@ def run(
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
     spot: Annotated[bool, typer.Option()] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[
         str,
         typer.Option(
@@ -79,6 +82,7 @@ def run(
             region=region,
             zone=zone,
             spot=spot,
+            public_workers=public_workers,
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
         )

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
+from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet import state
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
@@ -41,6 +41,10 @@ SSHD_INSTALL = (
 START_TIMEOUT_S = 10.0
 WATCH_EVERY_S = float(os.environ.get("GPUFLEET_WATCHDOG_EVERY_S", 2.0))
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Paths from a node's workdir (<node dir>/work); sshd -D re-executes itself on SIGHUP.
+SANDBOX_HOST_KEYS = HostKeyRotation(
+    key_file="../ssh_host_ed25519_key", reload='kill -HUP "$(cat ../sshd.pid)"', sudo=False
+)
 
 
 def node_path() -> str:
@@ -264,7 +268,7 @@ class LocalProvisioner:
             # The watchdog first: from here on, nothing this cluster starts can outlive it.
             pids["watchdog"] = start_watchdog(spec.name, cdir, uid)
             _record_pids(cdir, pids)
-            for name, addr in zip(node_names(spec.nodes), addresses, strict=True):
+            for i, (name, addr) in enumerate(zip(node_names(spec.nodes), addresses, strict=True)):
                 ndir = cdir / "nodes" / name
                 host = generate_ed25519(f"{spec.name}-{name}")
                 _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
@@ -300,11 +304,14 @@ class LocalProvisioner:
                     NodeInfo(
                         name=name,
                         private_ip=addr,
-                        public_ip=addr,
+                        # As on a cloud, only the head is "public" unless asked: the client is
+                        # told no address for a worker and reaches it through the head's sshd.
+                        public_ip=addr if i == 0 or spec.public_workers else None,
                         ssh_port=port,
                         gpus=0,
                         workdir=str(ndir / "work"),
                         host_key=" ".join(host.public_openssh.split()[:2]),
+                        bootstrap_host_key=True,
                     )
                 )
             info = ClusterInfo(
@@ -325,6 +332,9 @@ class LocalProvisioner:
                     "watchdog": pids["watchdog"],
                     "uid": uid,
                 },
+                # The generated key plays the bootstrap key a cloud node gets in its user data;
+                # the first contact replaces it with one made on the node (remote/hostkeys.py).
+                host_key_rotation=SANDBOX_HOST_KEYS,
             )
             _write(cdir / "known_hosts", known_hosts(info), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
@@ -382,11 +392,9 @@ class LocalProvisioner:
 
 def known_hosts(info: ClusterInfo) -> str:
     """known_hosts lines pinning each node's host key at its address and port."""
-    lines = []
-    for n in info.nodes:
-        host = n.private_ip if n.ssh_port == 22 else f"[{n.private_ip}]:{n.ssh_port}"
-        lines.append(f"{host} {n.host_key}")
-    return "\n".join(lines) + "\n"
+    from gpufleet.remote.knownhosts import render
+
+    return render(info.nodes)
 
 
 def _record_pids(cdir: Path, pids: dict[str, int]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import logging
 import select
 import shlex
 import tarfile
@@ -19,10 +18,6 @@ from gpufleet.signals import held, start_threads
 
 if TYPE_CHECKING:
     from components.spec import ClusterInfo, NodeInfo
-
-# paramiko logs a transport thread's failure ("Error reading SSH protocol banner" and its
-# traceback) through logging's last-resort handler; the group reports failures itself.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 PID_MARK = "__GPUFLEET_PID__"
 KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
@@ -149,6 +144,7 @@ class Group:
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
+        self._node_locks: dict[str, threading.RLock] = {}
         self._creds: tuple[Any, dict] | None = None
         self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
         self.lost: dict[str, str] = {}  # node -> why it is considered lost
@@ -168,17 +164,32 @@ class Group:
             self._creds = (pkey, knownhosts.load(self.info.known_hosts_path))
         return self._creds
 
+    def _node_lock(self, node: NodeInfo) -> threading.RLock:
+        with self._lock:
+            return self._node_locks.setdefault(node.name, threading.RLock())
+
     def _connect(self, node: NodeInfo) -> Any:
+        """A new transport to `node`, replacing any old one. Per-node lock: the head is also
+        connected by the threads of every worker that tunnels through it."""
+        from components.nodelookup import jump_host
         from gpufleet.remote.connection import open_transport
 
         pkey, pinned = self._credentials()
-        t = open_transport(
-            node, user=self.info.ssh_user, pkey=pkey, pinned=pinned, timeout=self.connect_timeout
-        )
-        t.set_keepalive(KEEPALIVE_S)
-        with self._lock:
-            old = self._transports.get(node.name)
-            self._transports[node.name] = t
+        head = jump_host(self.info.nodes, node)
+        via = None if head is None else self._transport(head)
+        with self._node_lock(node):
+            t = open_transport(
+                node,
+                user=self.info.ssh_user,
+                pkey=pkey,
+                pinned=pinned,
+                timeout=self.connect_timeout,
+                via=via,
+            )
+            t.set_keepalive(KEEPALIVE_S)
+            with self._lock:
+                old = self._transports.get(node.name)
+                self._transports[node.name] = t
         if old is not None:
             old.close()
         if self._stop.is_set():
@@ -187,10 +198,12 @@ class Group:
         return t
 
     def _transport(self, node: NodeInfo) -> Any:
-        t = self._transports.get(node.name)
-        if t is None or not t.is_active():
-            t = self._connect(node)
-        return t
+        """The node's live transport, connecting once however many threads ask at once."""
+        with self._node_lock(node):
+            t = self._transports.get(node.name)
+            if t is None or not t.is_active():
+                t = self._connect(node)
+            return t
 
     def _map(self, fn: Callable[[NodeInfo], Any], nodes: list[NodeInfo]) -> dict[str, Any]:
         futures = {self._pool.submit(fn, n): n.name for n in nodes}
@@ -208,10 +221,43 @@ class Group:
     ) -> None:
         """Connect to every node, retrying until `timeout`; a wrong host key fails at once.
 
-        refused_fails: the cluster already existed, so a refused connection means its node
-        is gone (NodeRefused now), not still booting. Runs in daemon threads and polls, so
-        Ctrl-C/SIGTERM in the main thread take effect at once; close() ends the attempts.
+        A node still serving the bootstrap host key from its user data gets a fresh one
+        here, on this first contact (remote/hostkeys.py). refused_fails: the cluster already
+        existed, so a refused connection means its node is gone (NodeRefused now), not
+        still booting.
         """
+        self._connect_all(timeout, refused_fails=refused_fails, progress=progress)
+        if getattr(self.info, "host_key_rotation", None) and any(
+            getattr(n, "bootstrap_host_key", False) for n in self.nodes
+        ):
+            from gpufleet import state
+            from gpufleet.remote.hostkeys import replace_bootstrap_keys
+
+            replace_bootstrap_keys(self, state.save)
+
+    def forget_pins(self) -> None:
+        """Re-read known_hosts before the next connection."""
+        self._creds = None
+
+    def reconnect(self, timeout: float = 30.0) -> None:
+        """Close every connection and open them again (checking the pinned keys again)."""
+        with self._lock:
+            transports = list(self._transports.values())
+            self._transports.clear()
+        for t in reversed(transports):
+            t.close()
+        self.forget_pins()
+        self._connect_all(timeout)
+
+    def _connect_all(
+        self,
+        timeout: float,
+        *,
+        refused_fails: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Attempts run in daemon threads and the caller polls, so Ctrl-C/SIGTERM in the
+        main thread take effect at once; close() ends the attempts."""
         from gpufleet.errors import NodeRefused
 
         deadline = time.monotonic() + timeout
@@ -221,7 +267,8 @@ class Group:
             delay, last = 0.05, "not tried"
             while not self._stop.is_set():
                 try:
-                    self._connect(node)
+                    # not a fresh _connect: the head may already be up for a worker's tunnel
+                    self._transport(node)
                     return None
                 except HostKeyMismatch:
                     raise
@@ -496,6 +543,6 @@ class Group:
         with self._lock:
             transports = list(self._transports.values())
             self._transports.clear()
-        for t in transports:
+        for t in reversed(transports):  # tunnelled ones before the head's they run inside
             t.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
