@@ -186,14 +186,20 @@ def _descendants(pid: int) -> list[int]:
 
 
 def sandbox_processes(cluster: str, node: str | None = None) -> list[int]:
-    """PIDs of sessions (and their children) that sandbox sshd started for this cluster."""
+    """PIDs of sessions (and their children) that sandbox sshd started for this cluster.
+
+    The name alone is not enough: another $GPUFLEET_HOME (another user's tests, say) may
+    have a cluster of the same name, so the session's state dir must be under ours.
+    """
     markers = {f"GPUFLEET_SANDBOX={cluster}".encode()}
     if node:
         markers.add(f"GPUFLEET_NODE={node}".encode())
+    ours = f"GPUFLEET_STATE_DIR={state.cluster_dir(cluster)}/".encode()
     found = []
     for p in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
-            if markers <= set((p / "environ").read_bytes().split(b"\0")):
+            env = (p / "environ").read_bytes().split(b"\0")
+            if markers <= set(env) and any(e.startswith(ours) for e in env):
                 found.append(int(p.name))
     return [pid for pid in found if pid != os.getpid()]
 
