@@ -272,11 +272,12 @@ class Group:
                     return None
                 except HostKeyMismatch:
                     raise
-                except ConnectionRefusedError as e:
-                    if refused_fails:
+                except Exception as e:
+                    # refused: directly, or by the head for a worker's tunnel (code 2,
+                    # OPEN_CONNECT_FAILED, in paramiko's ChannelException)
+                    refused = isinstance(e, ConnectionRefusedError) or getattr(e, "code", 0) == 2
+                    if refused and refused_fails:
                         raise NodeRefused(self.info.name, [node.name]) from e
-                    last = f"ConnectionRefusedError: {e}"
-                except Exception as e:  # paramiko raises a zoo: refused, banner, auth, EOF
                     last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 if time.monotonic() + delay > deadline:
                     return last
