@@ -27,7 +27,9 @@ def run(
     spot: Annotated[bool, typer.Option()] = False,
     ttl: Annotated[str, typer.Option(help="node-side expiry of a created cluster")] = "4h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
-    launcher: Annotated[str, typer.Option(help="torchrun | none | mpirun")] = "torchrun",
+    launcher: Annotated[
+        str, typer.Option(help="torchrun | none | mpirun | deepspeed")
+    ] = "torchrun",
     nproc_per_node: Annotated[
         int | None, typer.Option(help="ranks per node (default: GPUs or 1)")
     ] = None,
@@ -46,10 +48,10 @@ def run(
     """
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.job import JobRequest, run_job
-    from gpufleet.launch import LaunchOptions
+    from gpufleet.launch import LAUNCHERS, LaunchOptions
 
-    if launcher not in ("torchrun", "none", "mpirun"):
-        raise typer.BadParameter("use torchrun, none or mpirun", param_hint="--launcher")
+    if launcher not in LAUNCHERS:
+        raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
     if not command:
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
