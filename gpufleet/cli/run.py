@@ -19,8 +19,10 @@ def run(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="name of the new cluster")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | aws | gcp | azure")] = "local",
-    nodes: Annotated[int, typer.Option(help="number of nodes")] = 2,
+    cloud: Annotated[str, typer.Option(help="local | ssh | aws | gcp | azure")] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
+    ] = None,
     instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
@@ -41,6 +43,20 @@ def run(
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
+    hosts: Annotated[
+        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+    ] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
+    ssh_key: Annotated[
+        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+    ] = None,
+    accept_host_keys: Annotated[
+        bool,
+        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
+    ] = False,
 ) -> None:
     """Create a cluster (or reuse one), run a distributed job on it, and tear it down.
 
@@ -56,12 +72,20 @@ def run(
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
+    from components.errors import SpecError
+    from gpufleet.provision.ssh import from_flags
+
+    byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    count = byo.pop("nodes", None)
+    if nodes is not None and count is not None and nodes != count:
+        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
     spec = None
     if cluster is None:
         spec = spec_from_flags(
             name=name or "run-" + secrets.token_hex(3),
             cloud=cloud,
-            nodes=nodes,
+            nodes=count or nodes or 2,
+            **byo,
             instance_type=instance_type,
             region=region,
             zone=zone,
@@ -90,6 +114,7 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        provision_options=byo_options,
     )
     raise typer.Exit(run_job(req, progress, node_printer()))
 
