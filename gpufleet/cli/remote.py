@@ -33,12 +33,18 @@ def hostfile(
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="openmpi|mpich|deepspeed|plain|env")
     ] = "openmpi",
+    aliases: Annotated[
+        bool,
+        typer.Option(
+            "--aliases", help="hosts as <cluster>-node-K, which the cluster's ssh config resolves"
+        ),
+    ] = False,
 ) -> None:
     """Print a hostfile for the cluster (private addresses; slots = GPUs, at least 1)."""
     from gpufleet import hostfile as hf
     from gpufleet import state
 
-    sys.stdout.write(hf.render(state.load(name), fmt))
+    sys.stdout.write(hf.render(state.load(name), fmt, aliases=aliases))
 
 
 def ssh(
