@@ -32,7 +32,7 @@ def test_mismatched_host_key_is_refused(make_sandbox, gpufleet_home, tmp_path):
     cfg = tmp_path / "cfg"
     cfg.write_text(gpufleet(gpufleet_home, "ssh-config", "t").stdout)
     out = subprocess.run(
-        ["ssh", "-F", str(cfg), "node-1", "true"], capture_output=True, text=True, timeout=30
+        ["ssh", "-F", str(cfg), "t-node-1", "true"], capture_output=True, text=True, timeout=30
     )
     assert out.returncode != 0
     assert "HOST IDENTIFICATION HAS CHANGED" in out.stderr or "verification failed" in out.stderr
