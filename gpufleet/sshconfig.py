@@ -29,10 +29,15 @@ def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | 
     head = f"# gpufleet cluster {info.name} ({info.cloud}): `gpufleet ssh-config {info.name}`"
     blocks = [head]
     for n in info.nodes:
+        # A node without a public address is reached through the head (`ProxyJump`), at the
+        # private address it is pinned under. ProxyJump names the head by its cluster alias,
+        # which this same file defines; ssh hands its -F file on to the jump connection.
+        jump_host = None if internal else info.jump_host(n)
         lines = [
             "Host " + " ".join(aliases(info, n)),
-            f"    HostName {n.private_ip if internal else n.public_ip}",
+            f"    HostName {n.private_ip if internal else (n.public_ip or n.private_ip)}",
             f"    Port {n.ssh_port}",
+            *([] if jump_host is None else [f"    ProxyJump {info.name}-{jump_host.name}"]),
             f"    User {info.ssh_user}",
             f"    IdentityFile {info.ssh_key_path}",
             "    IdentitiesOnly yes",
