@@ -143,6 +143,9 @@ class ClusterSpec(BaseModel):
             )
         if self.cloud == "aws" and self.subnet_id and not self.vpc_id:
             raise SpecError("vpc_id", "subnet_id given without vpc_id", "pass both, or neither")
+        from components.registry import spec_rules
+
+        spec_rules(self)  # zones, labels, placement caps: each cloud's own rules
         return self
 
     @classmethod
