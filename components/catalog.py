@@ -45,6 +45,7 @@ class InstanceType:
     efa_interfaces: int = 0
     extra_nics: int = 0
     local_ssds: int = 0  # bundled 375 GB local NVMe SSDs the cloud attaches (GCP A2 Ultra, A3)
+    nccl_topo_file: str | None = None  # the image's NCCL topology file for this size (Azure ND)
     nvswitch: bool = False
     price_per_hour: float | None = None
     price_region: str | None = None

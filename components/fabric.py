@@ -20,8 +20,9 @@ _NCCL_ENV: dict[str, dict[str, str]] = {
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
         "NCCL_IGNORE_CPU_AFFINITY": "1",
         "NCCL_SOCKET_IFNAME": "eth0",
-        "UCX_TLS": "tcp",
-        "UCX_NET_DEVICES": "eth0",
+        # No UCX_TLS=tcp / UCX_NET_DEVICES=eth0 for every rank: azurehpc's scripts set them for
+        # one test's bootstrap, but exported to every rank MPI (UCX) would run over TCP on eth0
+        # instead of InfiniBand.
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMPI_MCA_coll_hcoll_enable": "0",
         "NCCL_DEBUG": "WARN",

@@ -30,6 +30,18 @@ def spec_rules(spec: Any) -> None:
     rules.spec_rules(spec)
 
 
+def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
+    """(problem, fix) for a deployment error the cloud's rules recognise, else None."""
+    if cloud not in _FLEETS:
+        return None
+    try:
+        rules = importlib.import_module(f"{_FLEETS[cloud]}.rules")
+    except ModuleNotFoundError:
+        return None
+    explain = getattr(rules, "explain_failure", None)
+    return explain(text) if explain else None
+
+
 # The stack config key that places each cloud's provider.
 _REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 

@@ -20,8 +20,17 @@ case "${GPUFLEET_FABRIC:-none}" in
     ;;
   infiniband)
     # facts §3.2-3.4: ubuntu-hpc brings OFED; GPUDirect RDMA needs nvidia-peermem loaded.
+    # Count devices with an InfiniBand port: accelerated networking's Ethernet VF (mlx5_an0)
+    # is an RDMA device too and would pass a count of names.
     devices=0
-    for d in "$R"/sys/class/infiniband/mlx5*; do [ -e "$d" ] && devices=$((devices + 1)); done
+    for d in "$R"/sys/class/infiniband/*; do
+      for ll in "$d"/ports/*/link_layer; do
+        if [ "$(cat "$ll" 2>/dev/null)" = InfiniBand ]; then
+          devices=$((devices + 1))
+          break
+        fi
+      done
+    done
     [ "$devices" -gt 0 ] || fail "no InfiniBand devices under /sys/class/infiniband"
     lsmod | grep -q '^nvidia_peermem' && satisfied "$devices IB devices, nvidia-peermem loaded"
     if reboot_pending; then

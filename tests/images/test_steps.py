@@ -189,7 +189,8 @@ def prebake(node: Node) -> Node:
     elif fabric == "infiniband":
         node.knob("peermem")
         for i in range(8):
-            node.put(f"sys/class/infiniband/mlx5_ib{i}/node_type", "1: CA\n")
+            node.put(f"sys/class/infiniband/mlx5_ib{i}/ports/1/link_layer", "InfiniBand\n")
+        node.put("sys/class/infiniband/mlx5_an0/ports/1/link_layer", "Ethernet\n")
     elif fabric in ("tcpx", "tcpxo"):
         node.knob("kernel", "6.8.0-1015-gcp-tcpx")  # what a TCPX-ready image runs
         node.knob("import-helper")
@@ -698,3 +699,48 @@ def test_local_ssds_become_one_raid0_mounted_once(tmp_path):
     node.knob("mounted")
     r = node.run("45-local-ssd.sh")
     assert "already satisfied" in r.stdout and node.recorded() == ""
+
+
+def test_infiniband_check_does_not_count_the_ethernet_vf(tmp_path):
+    """On Azure ND sizes the accelerated-networking Ethernet VF is an mlx5 RDMA device too
+    (mlx5_an0, link layer Ethernet) next to the InfiniBand HCAs mlx5_ib0..7 (Azure NHC's
+    nd96asr_v4.conf / nd96isr_h100_v5.conf check mlx5_ib* ports). A node whose IB ports are
+    missing must fail the fabric check even though mlx5_an0 is there."""
+    node = prebake(make_node(tmp_path, *NODES["azure-nd"]))
+    for i in range(8):
+        shutil.rmtree(node.root / f"sys/class/infiniband/mlx5_ib{i}")
+    assert (node.root / "sys/class/infiniband/mlx5_an0").exists()
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 1 and "no InfiniBand devices" in r.stderr
+
+
+def test_nccl_conf_keeps_the_topology_file_the_hpc_image_wrote(tmp_path):
+    """Azure's ubuntu-hpc image writes /etc/nccl.conf at boot with
+    NCCL_TOPO_FILE=/opt/microsoft/ndv4/topo.xml (ndv5 for H100) (azhpc-images
+    setup_sku_customizations.sh, customizations/ndv4.sh, ndv5.sh); without the topology file
+    NCCL on ND sizes mis-pairs GPUs and HCAs. The step merges its settings into the file and
+    keeps the image's other lines; the node's table names the size's own topology file."""
+    node = make_node(tmp_path, "azure", "Standard_ND96isr_H100_v5")
+    node.put("etc/nccl.conf", "NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml\nNCCL_FOO=1\n")
+    r = node.run("50-nccl-env.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    conf = (node.root / "etc/nccl.conf").read_text().splitlines()
+    assert "NCCL_FOO=1" in conf and "NCCL_IB_PCI_RELAXED_ORDERING=1" in conf
+    assert conf.count("NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml") == 1
+    r = node.run("50-nccl-env.sh")  # a second boot: nothing to do
+    assert "already satisfied" in r.stdout
+    a100 = cloud_init_files("azure", "Standard_ND96asr_v4")["/etc/gpufleet/nccl.env"]
+    assert "NCCL_TOPO_FILE=/opt/microsoft/ndv4/topo.xml" in a100.splitlines()
+
+
+def test_no_rank_on_infiniband_is_told_to_run_ucx_over_tcp():
+    """UCX_TLS=tcp (with UCX_NET_DEVICES=eth0) makes UCX, and so Open MPI / HPC-X, use TCP on
+    the Ethernet NIC only (UCX docs, UCX_TLS); azurehpc's NCCL test scripts set it for one
+    run's out-of-band bootstrap, not for jobs. Exported to every rank it would move MPI off
+    InfiniBand."""
+    from components.fabric import nccl_env
+
+    env = nccl_env("infiniband")
+    assert "UCX_TLS" not in env and "UCX_NET_DEVICES" not in env
+    files = cloud_init_files("azure", "Standard_ND96asr_v4")
+    assert "UCX_" not in files["/etc/gpufleet/nccl.env"]
