@@ -74,7 +74,8 @@ class GpuFleet(GpufleetComponent):
         nodes = []
         for i in range(spec.nodes):
             vm_name = f"{name}-node-{i}"
-            pip, nic = public_nic(vm_name, net, child)
+            public = i == 0 or spec.public_workers
+            pip, nic = public_nic(vm_name, net, child, public)
             # One identity per node: a process on one node (a container included) can reach
             # only its own VM, never its neighbours.
             identity = az.managedidentity.UserAssignedIdentity(
@@ -131,7 +132,7 @@ class GpuFleet(GpufleetComponent):
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),
-                    "public_ip": pip.ip_address,
+                    "public_ip": pip.ip_address if pip else None,
                     "id": vm.vm_id,
                 }
             )
