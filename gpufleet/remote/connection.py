@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,10 @@ from gpufleet.remote.knownhosts import host_entry
 
 if TYPE_CHECKING:
     from components.spec import NodeInfo
+
+# paramiko logs failures (e.g. a tunnel refused while a node's sshd reloads its new host key)
+# that gpufleet retries or reports itself, per node; without a handler Python prints them raw.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def fingerprint(ktype: str, b64: str) -> str:
