@@ -7,7 +7,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.spec import ClusterInfo, ClusterSpec
@@ -52,6 +52,7 @@ class JobRequest:
     ssh_timeout: float = 600.0
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
     fail_fast: bool = True  # the first failing node stops the job everywhere
+    provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
 
 
 class _LeaseKeeper:
@@ -145,7 +146,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             progress(f"creating {req.spec.nodes} {req.spec.cloud} nodes ({req.spec.name})")
             # owned by this process unless kept: `gpufleet sweep` removes it if we die
             owner = None if req.keep else os.getpid()
-            info = created = ops.create(req.spec, progress, owner=owner)
+            info = created = ops.create(req.spec, progress, owner=owner, **req.provision_options)
         group = Group(info)
         started = time.monotonic()
         # a refused connection on a cluster that already existed: its node is gone
@@ -203,7 +204,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             if created is not None and not req.keep:
                 progress(f"tearing down {created.name}")
                 try:
-                    ops.destroy(created, progress)
+                    ops.destroy(created, progress, **req.provision_options)
                 except GpufleetError as e:
                     progress(f"teardown failed: {e}; run `gpufleet down {created.name}`")
                     raise

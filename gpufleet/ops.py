@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
-from gpufleet import state
+from gpufleet import sshconfig, state
 from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, StateDamaged
 from gpufleet.provision import Progress, for_cloud
 from gpufleet.signals import shielded
@@ -31,6 +32,7 @@ def create(
             info = provisioner.up(spec, progress)
             state.save_spec(spec)
             state.save(info)
+            write_ssh_config(info)
             return info
         except BaseException:
             # a failure or a signal anywhere in here: nothing of this cluster may remain
@@ -41,6 +43,16 @@ def create(
                 elif not state.exists(spec.name):  # the provisioner removed what it made
                     state.forget(spec.name)
             raise
+
+
+def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> Path:
+    """The cluster's ssh config in its state folder, where `Include` finds it (see
+    sshconfig.include_line) and from where `down` removes it with the rest of the folder."""
+    path = state.cluster_dir(info.name) / sshconfig.FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(sshconfig.render(info, control_persist=control_persist))
+    tmp.replace(path)
+    return path
 
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
