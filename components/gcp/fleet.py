@@ -86,7 +86,11 @@ def labels(tags: dict[str, str]) -> dict[str, str]:
     def clean(s: str) -> str:
         return re.sub(r"[^a-z0-9_-]", "_", s.lower())[:63]
 
-    return {clean(k): clean(v) for k, v in tags.items()}
+    # The expiry value is an Output when the stack's state holds it (components/expiry.py).
+    return {
+        clean(k): v.apply(clean) if isinstance(v, pulumi.Output) else clean(v)
+        for k, v in tags.items()
+    }
 
 
 class GpuFleet(GpufleetComponent):
