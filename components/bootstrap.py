@@ -17,7 +17,7 @@ class BootstrapContext:
     cloud: str
     instance_type: str
     node_index: int
-    node_count: int
+    node_count: int  # not rendered: a node's user data must not change when the cluster grows
     ssh_user: str
     user_public_key: str
     host_private_key: str
@@ -77,7 +77,6 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_CLOUD": ctx.cloud,
         "GPUFLEET_NODE": f"node-{ctx.node_index}",
         "GPUFLEET_NODE_INDEX": str(ctx.node_index),
-        "GPUFLEET_NUM_NODES": str(ctx.node_count),
         "GPUFLEET_INSTANCE_TYPE": ctx.instance_type,
         "GPUFLEET_GPUS": str(gpus),
         "GPUFLEET_NVSWITCH": "1" if nvswitch else "0",
@@ -113,6 +112,9 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
+        expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
+        if ctx.expires_at
+        else "",
     )
 
 
