@@ -95,10 +95,10 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     """The #cloud-config text node `ctx.node_index` boots with."""
     import shlex
 
-    from components.fabric import nccl_env
+    from components.fabric import instance_nccl_env
 
     env = node_env(ctx)
-    nccl = nccl_env(ctx.fabric)
+    nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric)
     return _template().render(
         cluster=ctx.cluster,
         cloud=ctx.cloud,

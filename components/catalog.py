@@ -43,6 +43,7 @@ class InstanceType:
     ram_gib: float
     fabric: str = "none"
     efa_interfaces: int = 0
+    efa_rdma: bool = False  # EFA with RDMA read (GPUDirect RDMA): p4d, p4de, p5, p5e, p5en
     extra_nics: int = 0
     nvswitch: bool = False
     price_per_hour: float | None = None
@@ -111,6 +112,12 @@ class _Entry:
         nics = self.number("extra_nics", int, strict=False)
         if fabric in ("tcpx", "tcpxo") and nics == 0:
             raise self.fail("extra_nics", f"must be > 0 for fabric {fabric} (the GPU NICs)")
+        if not isinstance(e.get("efa_rdma", False), bool):
+            raise self.fail("efa_rdma", "must be true or false")
+        if e.get("efa_rdma") and fabric != "efa":
+            raise self.fail(
+                "efa_rdma", f"is true with fabric {fabric!r}: RDMA read is an EFA trait"
+            )
         if not isinstance(e.get("nvswitch", False), bool):
             raise self.fail("nvswitch", "must be true or false")
         if not _DATE_RE.match(str(e["price_date"])):
