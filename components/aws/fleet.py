@@ -57,33 +57,32 @@ def encode_user_data(text: str) -> str:
 
 
 def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[Any]:
-    """One interface per network card: EFA on cards 0..N-1 when the type has EFA, else one ENA.
+    """One interface per network card: the primary (card 0, device 0) carries the node's one
+    address, as EFA when the type has EFA; every other card gets an EFA-only interface.
 
-    Card 0 holds the primary (device 0); the others use device 1, the layout AWS documented
-    for multi-card EFA types and tools such as dstack use (facts §1.2).
+    EFA-only interfaces have no IP address, so a p5 takes one subnet address instead of 32, and
+    the instance gets no 32 same-subnet IP interfaces (EC2 user guide, efa-acc-inst-types.md:
+    "use the next unused network card index, device index 0, for EFA-only network interface";
+    ParallelCluster 3.15 launches its compute nodes with one IP interface, the rest EFA-only).
     """
-    single = efa_interfaces <= 1
     common = {
         "subnet_id": subnet_id,
         "security_groups": [sg_id],
         "delete_on_termination": "true",  # typed str in the provider (facts §0.3)
     }
-    if efa_interfaces == 0:
-        return [
-            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                device_index=0, network_card_index=0, associate_public_ip_address="true", **common
-            )
-        ]
-    return [
+    primary = aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+        device_index=0,
+        network_card_index=0,
+        interface_type="efa" if efa_interfaces else None,  # None: a plain ENA
+        # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
+        associate_public_ip_address="true" if efa_interfaces <= 1 else None,
+        **common,
+    )
+    return [primary] + [
         aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-            device_index=0 if card == 0 else 1,
-            network_card_index=card,
-            interface_type="efa",
-            # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
-            associate_public_ip_address="true" if single else None,
-            **common,
+            device_index=0, network_card_index=card, interface_type="efa-only", **common
         )
-        for card in range(efa_interfaces)
+        for card in range(1, efa_interfaces)
     ]
 
 

@@ -42,14 +42,33 @@ def test_one_cluster_placement_group_used_by_every_node(p4d):
 
 
 @pytest.mark.parametrize(("stack", "efa"), [("aws-p4d", 4), ("aws-p5", 32)])
-def test_launch_template_has_one_efa_per_network_card(stack, efa):
+def test_launch_template_has_one_efa_per_network_card_and_one_address(stack, efa):
+    """EC2 user guide, efa-acc-inst-types.md: on types with several network cards, every card
+    after the primary gets an EFA-only interface at device index 0; an EFA-only interface has
+    no IP address (create-efa.md: "You can't assign an IP address to an EFA-only network
+    interface"). With `efa` on all 32 cards a p5 takes 32 addresses and 32 same-subnet IP
+    interfaces; ParallelCluster 3.15 checks its compute nodes have exactly one IP interface."""
     lts = plan(stack).of_type(LT)
     assert len(lts) == 2
     for lt in lts:
         nics = lt.inputs["networkInterfaces"]
-        assert [n["interfaceType"] for n in nics] == ["efa"] * efa
+        assert [n["interfaceType"] for n in nics] == ["efa"] + ["efa-only"] * (efa - 1)
         assert [n["networkCardIndex"] for n in nics] == list(range(efa))
-        assert nics[0]["deviceIndex"] == 0 and all(n["deviceIndex"] == 1 for n in nics[1:])
+        assert all(n["deviceIndex"] == 0 for n in nics)
+
+
+def test_subnet_holds_the_largest_p5_cluster_the_spec_allows():
+    """EFA traffic cannot leave its subnet (EC2 user guide, efa.md limitations), EC2 keeps 5
+    addresses of every subnet (VPC user guide, subnet sizing), and every non-EFA-only interface
+    takes one address: the one subnet must hold MAX_NODES nodes of the widest type."""
+    from components.spec import MAX_NODES
+
+    p = plan("aws-p5")
+    nics = p.of_type(LT)[0].inputs["networkInterfaces"]
+    addresses = sum(1 for n in nics if n.get("interfaceType") != "efa-only")
+    subnet = ipaddress.ip_network(p.one(SUBNET).inputs["cidrBlock"])
+    assert subnet.num_addresses - 5 >= MAX_NODES["aws"] * addresses
+    assert subnet.subnet_of(ipaddress.ip_network(p.one("aws:ec2/vpc:Vpc").inputs["cidrBlock"]))
 
 
 def test_multi_nic_nodes_get_an_elastic_ip(p4d):
