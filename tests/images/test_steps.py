@@ -77,6 +77,9 @@ chmod +x "$f\"""",
 }
 
 
+EFA_TOOLS = ("fi_info",)
+
+
 @dataclass
 class Node:
     root: Path
@@ -144,9 +147,13 @@ def make_node(tmp_path: Path, cloud: str, instance_type: str) -> Node:
     for name in RECORDING:
         (bindir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n')
     for name, body in FAKES.items():
-        (bindir / name).write_text(
+        # EFA's tools live in /opt/amazon/efa/bin, which a systemd service's PATH lacks.
+        where = root / "opt/amazon/efa/bin" if name in EFA_TOOLS else bindir
+        where.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(
             "#!/bin/sh\n" + body.replace("K/", f"{knobs}/").replace("CALLS", str(calls)) + "\n"
         )
+        (where / name).chmod(0o755)
     for p in bindir.iterdir():
         p.chmod(0o755)
     files = cloud_init_files(cloud, instance_type)
@@ -458,6 +465,19 @@ def test_nccl_version_not_in_the_repo_is_a_clear_failure(p4d):
 
 
 # --- fabric ----------------------------------------------------------------------------------
+
+
+def test_efa_check_finds_fi_info_off_the_service_path(p4d):
+    """The EFA installer puts fi_info in /opt/amazon/efa/bin (EC2 user guide, efa-start.md:
+    "fi_info -p efa" after adding it to PATH), and a systemd unit's PATH is only
+    /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin (systemd.exec(5), "PATH"): a bare fi_info
+    fails there, the check says EFA is missing and the installer re-runs on every boot."""
+    assert "/opt/amazon/efa/bin" not in p4d.env["PATH"]
+    r = p4d.run("40-fabric.sh")
+    assert r.returncode == 0 and "already satisfied" in r.stdout and p4d.recorded() == ""
+    assert p4d.run("run-steps.sh").returncode == 0
+    ready = json.loads((p4d.root / "var/lib/gpufleet/ready.json").read_text())
+    assert ready["libfabric"] == "2.1.0"
 
 
 def test_missing_efa_runs_the_pinned_installer(p4d):
