@@ -41,6 +41,19 @@ def image_id(image: str | None) -> str:
     )
 
 
+def resolved_image_id(image: str | None) -> pulumi.Output[str]:
+    """An AMI id read now, for `aws.ec2.Instance` (which cannot take `resolve:ssm:`).
+
+    The provider describes the image of an instance with a root_block_device and fails with
+    InvalidAMIID.Malformed on a `resolve:ssm:` value, or plans a replacement on every run
+    (terraform-provider-aws issues 43488 and 22912); a launch template resolves it at launch.
+    """
+    ref = image_id(image)
+    if ref.startswith("resolve:ssm:"):
+        return aws.ssm.get_parameter_output(name=ref[len("resolve:ssm:") :]).value
+    return pulumi.Output.from_input(ref)
+
+
 def encode_user_data(text: str) -> str:
     """Cloud-init text as EC2 takes it: gzip (cloud-init inflates it), then base64.
 
