@@ -50,6 +50,10 @@ class InstanceType:
     price_region: str | None = None
     price_date: str | None = None
     price_source: str | None = None
+    # Spot/preemptible $/h in price_region (it moves daily): where a dated source gives one.
+    spot_price_per_hour: float | None = None
+    spot_price_date: str | None = None
+    spot_price_source: str | None = None
     allreduce_busbw_gbps: float | None = None
     machine_type: str | None = None  # the VM's machine type when it differs from `name` (GCP N1)
     accelerator: str | None = None  # GPU attached to that machine type (GCP N1)
@@ -122,6 +126,11 @@ class _Entry:
             raise self.fail("nvswitch", "must be true or false")
         if not _DATE_RE.match(str(e["price_date"])):
             raise self.fail("price_date", f"{e['price_date']!r} is not YYYY, YYYY-MM or YYYY-MM-DD")
+        if e.get("spot_price_per_hour") is not None:
+            self.number("spot_price_per_hour", float)
+            for key in ("spot_price_date", "spot_price_source"):
+                if not e.get(key):
+                    raise self.fail(key, "is required with spot_price_per_hour (spot moves daily)")
         if e.get("allreduce_busbw_gbps") is not None:
             self.number("allreduce_busbw_gbps", float)
         if bool(e.get("machine_type")) != bool(e.get("accelerator")):
@@ -132,6 +141,8 @@ class _Entry:
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
             raise self.fail("notes", "must be a list of strings")
         values = dict(e, price_date=str(e["price_date"]), notes=list(notes))
+        if e.get("spot_price_date") is not None:
+            values["spot_price_date"] = str(e["spot_price_date"])
         return InstanceType(cloud=self.cloud, name=self.name, **values)
 
 

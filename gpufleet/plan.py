@@ -20,6 +20,30 @@ def _summary(inputs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
+    """$/hour of the fleet at the rate it will be billed: spot where the catalog has a spot
+    price; otherwise on-demand, said so (for spot, an upper bound rather than an estimate)."""
+    if spot and it.spot_price_per_hour:
+        basis, per_node, date = "spot", it.spot_price_per_hour, it.spot_price_date
+        note = f"spot price of {date} ({it.spot_price_source}); it changes daily"
+    else:
+        basis, per_node, date = "on-demand", it.price_per_hour, it.price_date
+        note = (
+            "no spot price in the catalog: on-demand shown, an upper bound for spot"
+            if spot
+            else "on-demand"
+        )
+    return {
+        "price_per_node_hour": per_node,
+        "price_basis": basis,
+        "price_note": note,
+        "price_region": it.price_region,
+        "price_date": date,
+        "on_demand_per_node_hour": it.price_per_hour,
+        "estimated_usd_per_hour": round(nodes * per_node, 3) if per_node else None,
+    }
+
+
 def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
     """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials."""
     from components import catalog, stackconfig
@@ -42,12 +66,7 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
         "gpus": spec.nodes * it.gpus,
         "fabric": it.fabric,
         "spot": spec.spot,
-        "price_per_node_hour": it.price_per_hour,
-        "price_region": it.price_region,
-        "price_date": it.price_date,
-        "estimated_usd_per_hour": (
-            round(spec.nodes * it.price_per_hour, 3) if it.price_per_hour else None
-        ),
+        **price_estimate(it, spec.nodes, spec.spot),
         "resources": [
             {"type": r.type, "name": r.name, "summary": _summary(r.inputs), "inputs": r.inputs}
             for r in plan.resources
