@@ -99,6 +99,17 @@ def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[
     ]
 
 
+def reservation_target(reservation: str | None) -> Any:
+    """Launch into this capacity reservation (and fail rather than fall back to on-demand)."""
+    if not reservation:
+        return None
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=reservation
+        )
+    )
+
+
 class GpuFleet(GpufleetComponent):
     cloud = "aws"
 
@@ -116,9 +127,11 @@ class GpuFleet(GpufleetComponent):
         region = aws_region(spec)
         net = build_network(name, spec, tags, child, region)
 
-        placement = aws.ec2.PlacementGroup(
-            f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
-        )
+        placement = None
+        if not spec.reservation:
+            placement = aws.ec2.PlacementGroup(
+                f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
+            )
         ami = image_id(spec.image)
         nics = network_interfaces(it.efa_interfaces, net.subnet_id, net.security_group.id)
         market = None
@@ -138,7 +151,13 @@ class GpuFleet(GpufleetComponent):
                 image_id=ami,
                 instance_type=it.name,
                 network_interfaces=nics,
-                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name),
+                # With a reservation its capacity decides placement: EC2 matches a reservation
+                # on type, zone and placement group (capacity-reservations-launch.md); create it
+                # in a cluster placement group to keep the nodes close.
+                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name)
+                if placement
+                else None,
+                capacity_reservation_specification=reservation_target(spec.reservation),
                 metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                     http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
                 ),

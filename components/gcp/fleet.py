@@ -93,6 +93,18 @@ def labels(tags: dict[str, str]) -> dict[str, str]:
     }
 
 
+def reservation_affinity(name: str | None) -> Any:
+    """Consume this specific reservation (compute/docs/instances/reservations-consume)."""
+    if not name:
+        return None
+    return gcp.compute.InstanceReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+            key="compute.googleapis.com/reservation-name", values=[name]
+        ),
+    )
+
+
 class GpuFleet(GpufleetComponent):
     cloud = "gcp"
 
@@ -157,6 +169,7 @@ class GpuFleet(GpufleetComponent):
                 labels=node_labels,
                 tags=[name],
                 allow_stopping_for_update=True,
+                reservation_affinity=reservation_affinity(spec.reservation),
                 opts=child,
             )
             vms.append(vm)

@@ -267,3 +267,17 @@ def test_contract_outputs(p4d):
 def test_a_stack_without_ssh_cidrs_is_refused_before_anything_is_declared():
     err = spec_error(lambda: plan("aws-p4d", ssh_cidrs=[]))
     assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
+
+
+def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it():
+    """EC2 launches into a capacity reservation only when type, platform, zone and placement
+    group match (EC2 user guide, capacity-reservations-launch.md), and AWS recommends creating
+    the reservation inside the cluster placement group (placement-groups limitations). So
+    with a reservation the nodes target it and gpufleet adds no placement group of its own."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a")
+    assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
+    for lt in p.of_type(LT):
+        target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+        assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+        assert "placement" not in lt.inputs
+    assert p.one(SUBNET).inputs["availabilityZone"] == "us-east-1a"
