@@ -10,6 +10,19 @@ SECRET_OUTPUTS = ("ssh_private_key",)
 BLOB_INPUTS = ("userData", "user_data", "customData", "custom_data", "metadata", "publicKey")
 
 
+def canonical(value: Any) -> Any:
+    """Mappings with sorted keys, all the way down (lists keep their order: NIC order matters).
+
+    Pulumi registers resources on several threads and inputs arrive in any key order: the plan
+    document must not depend on either, so two plans of one stack are byte-identical.
+    """
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
+
+
 def _summary(inputs: dict[str, Any]) -> str:
     parts = []
     for k, v in inputs.items():
@@ -66,10 +79,21 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
         "gpus": spec.nodes * it.gpus,
         "fabric": it.fabric,
         "spot": spec.spot,
+        # Under mocks the first apply has not happened: outputs.expires_at counts from epoch 0.
+        "expiry": (
+            f"{spec.ttl_minutes} min after the first apply, then fixed (stack state)"
+            if spec.expires_at is None
+            else spec.expires_at
+        ),
         **price_estimate(it, spec.nodes, spec.spot),
         "resources": [
-            {"type": r.type, "name": r.name, "summary": _summary(r.inputs), "inputs": r.inputs}
-            for r in plan.resources
+            {
+                "type": r.type,
+                "name": r.name,
+                "summary": _summary(canonical(r.inputs)),
+                "inputs": canonical(r.inputs),
+            }
+            for r in sorted(plan.resources, key=lambda r: (r.type, r.name))
         ],
-        "outputs": outputs,
+        "outputs": canonical(outputs),
     }

@@ -45,3 +45,13 @@ def test_on_demand_stack_is_priced_on_demand():
     doc = plan_stack("aws-p4d")
     assert doc["price_basis"] == "on-demand" and doc["price_note"] == "on-demand"
     assert doc["estimated_usd_per_hour"] == round(2 * 21.958, 3)
+
+
+def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):
+    """Two plans of one unchanged stack must be identical (issue 7 item 2): whatever order
+    Pulumi's threads register resources in, and whatever the clock says."""
+    import json
+
+    first = json.dumps(plan_stack("aws-p4d"))
+    monkeypatch.setattr("time.time", lambda: 2_000_000_000)
+    assert json.dumps(plan_stack("aws-p4d")) == first
