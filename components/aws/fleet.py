@@ -69,7 +69,9 @@ def encode_user_data(text: str) -> str:
     return base64.b64encode(packed).decode()
 
 
-def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[Any]:
+def network_interfaces(
+    efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any = None, public: bool = True
+) -> list[Any]:
     """One interface per network card: the primary (card 0, device 0) carries the node's one
     address, as EFA when the type has EFA; every other card gets an EFA-only interface.
 
@@ -77,26 +79,31 @@ def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[
     the instance gets no 32 same-subnet IP interfaces (EC2 user guide, efa-acc-inst-types.md:
     "use the next unused network card index, device index 0, for EFA-only network interface";
     ParallelCluster 3.15 launches its compute nodes with one IP interface, the rest EFA-only).
+    Only a `public` node (the head, unless spec.public_workers) gets a public IPv4 and the
+    SSH-from-outside group `ssh_sg_id`, on its primary interface; the others are reached
+    through it.
     """
-    common = {
-        "subnet_id": subnet_id,
-        "security_groups": [sg_id],
-        "delete_on_termination": "true",  # typed str in the provider (facts §0.3)
-    }
-    primary = aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-        device_index=0,
-        network_card_index=0,
+
+    def nic(card: int, **kw: Any) -> Any:
+        groups = [sg_id, ssh_sg_id] if card == 0 and public and ssh_sg_id is not None else [sg_id]
+        return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=0,
+            subnet_id=subnet_id,
+            security_groups=groups,
+            delete_on_termination="true",  # typed str in the provider (facts §0.3)
+            **kw,
+        )
+
+    # "false", not absent: absent falls back to the subnet's MapPublicIpOnLaunch.
+    public_ip = "true" if public else "false"
+    primary = nic(
+        0,
         interface_type="efa" if efa_interfaces else None,  # None: a plain ENA
         # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
-        associate_public_ip_address="true" if efa_interfaces <= 1 else None,
-        **common,
+        associate_public_ip_address=public_ip if efa_interfaces <= 1 else None,
     )
-    return [primary] + [
-        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-            device_index=0, network_card_index=card, interface_type="efa-only", **common
-        )
-        for card in range(1, efa_interfaces)
-    ]
+    return [primary] + [nic(card, interface_type="efa-only") for card in range(1, efa_interfaces)]
 
 
 def reservation_target(reservation: str | None) -> Any:
@@ -133,7 +140,6 @@ class GpuFleet(GpufleetComponent):
                 f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
             )
         ami = image_id(spec.image)
-        nics = network_interfaces(it.efa_interfaces, net.subnet_id, net.security_group.id)
         market = None
         if spec.spot:
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
@@ -145,7 +151,11 @@ class GpuFleet(GpufleetComponent):
 
         instances, eips = [], []
         for i in range(spec.nodes):
-            # One template per node: only the user data (its own host key) differs.
+            public = i == 0 or spec.public_workers
+            nics = network_interfaces(
+                it.efa_interfaces, net.subnet_id, net.security_group.id, net.ssh_group.id, public
+            )
+            # One template per node: the user data (its own host key) and the head's NIC differ.
             template = aws.ec2.LaunchTemplate(
                 f"{name}-node-{i}-lt",
                 image_id=ami,
@@ -194,7 +204,8 @@ class GpuFleet(GpufleetComponent):
                 opts=child,
             )
             instances.append(inst)
-            if it.efa_interfaces > 1:
+            if it.efa_interfaces > 1 and public:
+                # The head only by default: AWS's default quota is 5 EIPs per region.
                 eips.append(
                     aws.ec2.Eip(
                         f"{name}-node-{i}-eip",
@@ -209,7 +220,9 @@ class GpuFleet(GpufleetComponent):
             [
                 {
                     "private_ip": inst.private_ip,
-                    "public_ip": eips[i].public_ip if eips else inst.public_ip,
+                    "public_ip": (eips[i].public_ip if eips else inst.public_ip)
+                    if i == 0 or spec.public_workers
+                    else None,
                     "id": inst.id,
                 }
                 for i, inst in enumerate(instances)
