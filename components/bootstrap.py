@@ -17,7 +17,7 @@ class BootstrapContext:
     cloud: str
     instance_type: str
     node_index: int
-    node_count: int  # not rendered: a node's user data must not change when the cluster grows
+    node_count: int  # only one node vs several shows (NCCL_NET): growing 2 -> N changes nothing
     ssh_user: str
     user_public_key: str
     host_private_key: str
@@ -83,12 +83,25 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_FABRIC": ctx.fabric,
         "GPUFLEET_NCCL_LIBRARY_PATH": ":".join(library_paths(ctx.fabric)),
         "GPUFLEET_EXPIRES_AT": str(int(ctx.expires_at)) if ctx.expires_at else "",
+        "GPUFLEET_TTL_ACTION": TTL_ACTION.get(ctx.cloud, "poweroff"),
         "GPUFLEET_VERSION_SET": versions.name,
         "GPUFLEET_PINS": ",".join(versions.pins),
     }
     env.update(versions.env())
     env.update(ctx.extra)
     return env
+
+
+def type_nccl_env(ctx: BootstrapContext) -> dict[str, str]:
+    """NCCL settings of the instance type itself (the image's topology file on Azure ND)."""
+    from components.catalog import lookup
+    from components.errors import CatalogError
+
+    try:
+        it = lookup(ctx.cloud, ctx.instance_type)
+    except CatalogError:
+        return {}
+    return {"NCCL_TOPO_FILE": it.nccl_topo_file} if it.nccl_topo_file else {}
 
 
 def render_cloud_init(ctx: BootstrapContext) -> str:
@@ -98,7 +111,8 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     from components.fabric import instance_nccl_env
 
     env = node_env(ctx)
-    nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric)
+    nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric, ctx.node_count)
+    nccl.update(type_nccl_env(ctx))
     return _template().render(
         cluster=ctx.cluster,
         cloud=ctx.cloud,
@@ -113,10 +127,25 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
-        if ctx.expires_at
+        # GCP (GPUFLEET_TTL_ACTION=none): GCE deletes the VM at terminationTime; no guest timer.
+        if ctx.expires_at and env.get("GPUFLEET_TTL_ACTION") != "none"
         else "",
+        guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
 
+
+# What the node's own timer does at its expiry. GCP: nothing; GCE deletes the VM at its
+# scheduling.terminationTime, and a guest poweroff first would clear that timestamp and leave
+# a stopped VM billed (limit-vm-runtime docs). Azure: delete itself (a stopped VM is billed).
+TTL_ACTION: dict[str, str] = {"gcp": "none", "azure": "delete-vm"}
+
+# Files a cloud's guest needs before its own agents start (cloud-init's write_files runs in
+# cloud-init.service, before network-online.target, which google-guest-agent waits for).
+CLOUD_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
+    # google-guest-agent regenerates /etc/ssh/ssh_host_* on first boot unless told not to,
+    # which would replace the pinned host key (guest-agent README, "Instance Setup").
+    "gcp": (("/etc/default/instance_configs.cfg", "[InstanceSetup]\nset_host_keys = false\n"),),
+}
 
 # Node env a cloud's component adds at deploy time (values known only then), by name.
 CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {

@@ -45,6 +45,8 @@ class InstanceType:
     efa_interfaces: int = 0
     efa_rdma: bool = False  # EFA with RDMA read (GPUDirect RDMA): p4d, p4de, p5, p5e, p5en
     extra_nics: int = 0
+    local_ssds: int = 0  # bundled 375 GB local NVMe SSDs the cloud attaches (GCP A2 Ultra, A3)
+    nccl_topo_file: str | None = None  # the image's NCCL topology file for this size (Azure ND)
     nvswitch: bool = False
     price_per_hour: float | None = None
     price_region: str | None = None
@@ -122,6 +124,7 @@ class _Entry:
             raise self.fail(
                 "efa_rdma", f"is true with fabric {fabric!r}: RDMA read is an EFA trait"
             )
+        self.number("local_ssds", int, strict=False)
         if not isinstance(e.get("nvswitch", False), bool):
             raise self.fail("nvswitch", "must be true or false")
         if not _DATE_RE.match(str(e["price_date"])):

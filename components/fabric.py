@@ -22,8 +22,9 @@ _NCCL_ENV: dict[str, dict[str, str]] = {
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
         "NCCL_IGNORE_CPU_AFFINITY": "1",
         "NCCL_SOCKET_IFNAME": "eth0",
-        "UCX_TLS": "tcp",
-        "UCX_NET_DEVICES": "eth0",
+        # No UCX_TLS=tcp / UCX_NET_DEVICES=eth0 for every rank: azurehpc's scripts set them for
+        # one test's bootstrap, but exported to every rank MPI (UCX) would run over TCP on eth0
+        # instead of InfiniBand.
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMPI_MCA_coll_hcoll_enable": "0",
         "NCCL_DEBUG": "WARN",
@@ -75,21 +76,33 @@ def library_paths(fabric: str) -> list[str]:
     return list(_LIBRARY_PATHS[fabric])
 
 
-def nccl_env(fabric: str, *, efa_rdma: bool = False) -> dict[str, str]:
+# Variables that make NCCL load a network plugin that only works between nodes: on one node
+# NCCL_NET=GPUDirectTCPX_v7 makes init fail instead of using NVLink (Cluster Toolkit sets it
+# only for multi-node jobs).
+_MULTI_NODE_ONLY = ("NCCL_NET",)
+
+
+def nccl_env(fabric: str, nodes: int | None = None, *, efa_rdma: bool = False) -> dict[str, str]:
     """The NCCL/libfabric variables a rank needs on this fabric (a fresh copy; none for `none`).
 
+    `nodes`: the cluster's node count, when known; a one-node cluster gets no net plugin.
     `efa_rdma`: the instance type's EFA does RDMA read (catalog field `efa_rdma`). Only then is
     FI_EFA_USE_DEVICE_RDMA=1 set: libfabric aborts when it is asked for on a device without it.
     """
     if fabric not in _NCCL_ENV:
         raise ValueError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
     env = dict(_NCCL_ENV[fabric])
+    if nodes == 1:
+        for k in _MULTI_NODE_ONLY:
+            env.pop(k, None)
     if fabric == "efa" and efa_rdma:
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     return env
 
 
-def instance_nccl_env(cloud: str, instance_type: str | None, fabric: str) -> dict[str, str]:
+def instance_nccl_env(
+    cloud: str, instance_type: str | None, fabric: str, nodes: int | None = None
+) -> dict[str, str]:
     """nccl_env for a cluster of `instance_type` (its RDMA support read from the catalog)."""
     from components.catalog import lookup
     from components.errors import CatalogError
@@ -98,4 +111,4 @@ def instance_nccl_env(cloud: str, instance_type: str | None, fabric: str) -> dic
         rdma = bool(instance_type) and lookup(cloud, instance_type or "").efa_rdma
     except CatalogError:
         rdma = False
-    return nccl_env(fabric, efa_rdma=rdma)
+    return nccl_env(fabric, nodes, efa_rdma=rdma)

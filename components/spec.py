@@ -24,8 +24,8 @@ RESERVATION_RE = {
 }
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser"}
-# azure: one availability set (the InfiniBand domain gpufleet uses) holds at most 200 VMs.
-MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
+# azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
+MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
 
 
 class ClusterSpec(BaseModel):
@@ -184,6 +184,9 @@ class ClusterSpec(BaseModel):
             )
         if self.reservation:
             self._check_reservation()
+        from components.registry import spec_rules
+
+        spec_rules(self)  # zones, labels, placement caps: each cloud's own rules
         return self
 
     def _check_reservation(self) -> None:

@@ -142,8 +142,8 @@ def test_a_reservation_is_one_zone_of_on_demand_capacity(kw, field):
 def test_a_reservation_with_its_zone_is_accepted():
     s = spec(**AWS, reservation="cr-0123456789abcdef0", zone="us-east-1a")
     assert s.reservation == "cr-0123456789abcdef0"
-    g = spec(cloud="gcp", instance_type="a3-highgpu-8g", reservation="a3-res", zone="us-east5-a")
-    assert g.reservation == "a3-res"
+    g = spec(cloud="gcp", instance_type="a2-highgpu-8g", reservation="a2-res", zone="us-central1-a")
+    assert g.reservation == "a2-res"
 
 
 def test_expires_at_is_epoch_seconds():
