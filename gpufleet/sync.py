@@ -1,13 +1,25 @@
-"""Packs a job's working directory for upload: git-tracked and untracked-not-ignored files."""
+"""Syncs a job's working directory: rsync to the head once, then the head to every worker."""
 
 from __future__ import annotations
 
 import fnmatch
 import io
 import os
+import re
+import shlex
 import subprocess
 import tarfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.errors import GroupError, SyncFailed
+from gpufleet.remote.knownhosts import host_entry
+
+if TYPE_CHECKING:
+    from gpufleet.remote import Group
 
 ALWAYS_SKIP = {
     ".git",
@@ -18,6 +30,12 @@ ALWAYS_SKIP = {
     ".pytest_cache",
     ".ruff_cache",
 }
+# The job's run folders (launch.run_dir) on a node: never sent, never deleted by a sync.
+RUNS_DIR = ".gpufleet"
+# Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
+HEAD_KEYS = "../.gpufleet-ssh"
+FANOUT_MARK = "__GPUFLEET_SYNC__"
+Progress = Callable[[str], None]
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -70,11 +88,437 @@ def job_files(root: Path) -> list[str]:
     return sorted(p for p in files if not (set(Path(p).parts) & skip) and (root / p).is_file())
 
 
-def pack(root: Path) -> tuple[bytes, int]:
-    """A .tar.gz of the job directory and the number of files in it."""
-    files = job_files(root)
+def matches(pattern: str, rel: str) -> bool:
+    """gitignore-style: `*.log` at any depth, `/build` or `a/b` from the root, `dir/` a folder.
+
+    A path matches when it or one of its parent folders does.
+    """
+    dir_only = pattern.endswith("/")
+    pat = pattern.strip("/")
+    if not pat:
+        return False
+    parts = rel.split("/")
+    candidates = parts[:-1] if dir_only else parts
+    if "/" in pattern.rstrip("/"):
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(candidates))]
+        return any(fnmatch.fnmatchcase(p, pat) for p in prefixes)
+    return any(fnmatch.fnmatchcase(p, pat) for p in candidates)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a sync copies (`files`) and what it leaves out, folders collapsed (`skipped`)."""
+
+    files: list[str]
+    skipped: list[str]
+
+    def size(self, root: Path) -> int:
+        return sum((root / f).lstat().st_size for f in self.files)
+
+
+def _all_files(root: Path) -> Iterable[str]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        rel = "" if rel == "." else rel + "/"
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        yield from (rel + f for f in filenames)
+        yield from (rel + d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+
+
+def select(root: Path, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Selection:
+    """git's view of `root` (.gitignore), plus files matching `include`, minus `exclude`."""
+    include, exclude = list(include), list(exclude)
+    chosen = set(job_files(root))
+    if include:
+        chosen |= {f for f in _all_files(root) if any(matches(p, f) for p in include)}
+    if exclude:
+        chosen = {f for f in chosen if not any(matches(p, f) for p in exclude)}
+    files = sorted(chosen)
+    return Selection(files, _skipped(root, files))
+
+
+def _skipped(root: Path, files: list[str]) -> list[str]:
+    """Every entry not copied, as few as possible: a folder with nothing to copy is one entry."""
+    wanted = set(files)
+    dirs = {""}
+    for f in files:
+        parts = f.split("/")[:-1]
+        dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    out = []
+    for d in sorted(dirs):
+        try:
+            entries = list(os.scandir(root / d if d else root))
+        except OSError:
+            continue
+        for e in entries:
+            rel = f"{d}/{e.name}" if d else e.name
+            if e.is_dir(follow_symlinks=False):
+                if rel not in dirs:
+                    out.append(rel + "/")
+            elif rel not in wanted:
+                out.append(rel)
+    return sorted(out)
+
+
+def _rsync_escape(path: str) -> str:
+    return re.sub(r"([*?\[\\])", r"\\\1", path)
+
+
+def rsync_filter(sel: Selection) -> str:
+    """rsync filter rules that send exactly `sel.files`: protect the run folders, drop the rest.
+
+    Rules name what is skipped (folders collapsed), not what is sent: rsync matches every
+    file against every rule, so a rule per sent file would cost O(files^2).
+    """
+    lines = [f"P /{RUNS_DIR}/"]
+    lines += [f"- /{_rsync_escape(s)}" for s in sel.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def ssh_command(key: str, known_hosts: str, port: int, host_key_type: str) -> str:
+    """OpenSSH for rsync's -e: the cluster key, the pinned host key only, never a prompt."""
+    return shlex.join(
+        [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            key,
+            "-p",
+            str(port),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "IdentityAgent=none",
+            "-o",
+            f"UserKnownHostsFile={known_hosts}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"HostKeyAlgorithms={host_key_type}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=20",
+        ]
+    )
+
+
+def _key_type(node: Any) -> str:
+    return (node.host_key.split() or ["ssh-ed25519"])[0]
+
+
+def client_rsync_argv(info: Any, root: Path, filter_file: Path) -> list[str]:
+    """rsync from this machine to the head's workdir, mirroring it (--delete), with stats."""
+    head = info.nodes[0]
+    rsh = ssh_command(info.ssh_key_path, info.known_hosts_path, head.ssh_port, _key_type(head))
+    wd = head.workdir.rstrip("/") or "."
+    return [
+        "rsync",
+        "-a",
+        "--delete",
+        "--delete-excluded",
+        f"--filter=merge {filter_file}",
+        "--info=progress2",
+        "--stats",
+        "--no-inc-recursive",
+        "-e",
+        rsh,
+        f"--rsync-path=mkdir -p {shlex.quote(wd)} && rsync",
+        f"{root}/",
+        f"{info.ssh_user}@{head.public_ip}:{shlex.quote(wd)}/",
+    ]
+
+
+def head_known_hosts(info: Any) -> str:
+    """The workers' pinned host keys at the addresses the head reaches them by (private)."""
+    return "".join(f"{host_entry(n.private_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes[1:])
+
+
+def fanout_script(info: Any, changed: bool = True, parallel: int = 64) -> str:
+    """sh run in the head's workdir: rsync it to every worker, `parallel` at a time.
+
+    Prints `FANOUT_MARK node rc bytes-sent` as each worker finishes. The run folders stay
+    out of it: each node gets its own launch files. When this machine changed nothing on
+    the head and the head's last pass reached these same workers, it prints
+    `FANOUT_MARK-unchanged` and copies nothing.
+    """
+    rows = []
+    for n in info.nodes[1:]:
+        wd = n.workdir.rstrip("/") or "."
+        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {n.ssh_port} {wd} {_key_type(n)}")
+    rsh = (
+        'ssh -F /dev/null -i "$K/id_ed25519" -o IdentitiesOnly=yes -o IdentityAgent=none '
+        '-o UserKnownHostsFile="$K/known_hosts" -o GlobalKnownHostsFile=/dev/null '
+        "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=20"
+    )
+    one = (
+        f'out=$(rsync -a --delete --filter="- /{RUNS_DIR}/" --stats '
+        f'--rsync-path="mkdir -p $4 && rsync" -e "{rsh} -p $3 -o HostKeyAlgorithms=$5" '
+        './ "$2:$4/" 2>&1); rc=$?; '
+        "sent=$(printf '%s\\n' \"$out\" | sed -n 's/^Total bytes sent: //p' | tr -d ,); "
+        f'echo "{FANOUT_MARK} $1 $rc ${{sent:-0}}"; '
+        'if [ $rc = 0 ]; then : > "$K/ok.$1"; '
+        'else printf \'%s\\n\' "$out" | tail -n 3 | sed "s/^/$1: /" >&2; fi'
+    )
+    return "\n".join(
+        [
+            f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
+            "export K",
+            "command -v rsync >/dev/null 2>&1 || exit 99",
+            "cat > \"$K/workers\" <<'EOF'",
+            *rows,
+            "EOF",
+            f'if [ {int(changed)} = 0 ] && cmp -s "$K/workers" "$K/synced"; then',
+            f'  echo "{FANOUT_MARK}-unchanged"; exit 0',
+            "fi",
+            'rm -f "$K/synced" "$K"/ok.*',
+            f'xargs -P {parallel} -L 1 sh -c {shlex.quote(one)} sh < "$K/workers"',
+            f'[ "$(ls "$K" | grep -c "^ok\\.")" = {len(rows)} ] && cp "$K/workers" "$K/synced"',
+            'rm -f "$K"/ok.*',
+            "exit 0",
+            "",
+        ]
+    )
+
+
+@dataclass
+class SyncReport:
+    """What a sync did: how, how much this machine uploaded, what each worker got."""
+
+    method: str  # "rsync via head" | "paramiko"
+    files: int
+    size: int
+    skipped: list[str]
+    uploaded: int  # bytes this machine sent
+    seconds: float = 0.0
+    per_node: dict[str, int] = field(default_factory=dict)  # worker -> bytes the head sent
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+_PROGRESS2 = re.compile(rb"^\s*([\d,]+)\s+(\d+)%\s+(\S+/s)")
+
+
+def _run_client_rsync(argv: list[str], progress: Progress, head: str) -> tuple[int, bool]:
+    """Run rsync, relaying its progress (bytes, %, rate) once a second after the first.
+
+    Returns the bytes it sent and whether it changed anything on the head.
+    """
+    started = time.monotonic()
+    last = started
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    tail = b""
+    out = b""
+    while chunk := proc.stdout.read1(65536):  # type: ignore[attr-defined]
+        out += chunk
+        tail = (tail + chunk)[-4096:]
+        now = time.monotonic()
+        if now - started > 1.0 and now - last > 1.0:
+            lines = re.split(rb"[\r\n]", tail)
+            hit = next((m for ln in reversed(lines) if (m := _PROGRESS2.match(ln))), None)
+            if hit:
+                done, pct, rate = hit.groups()
+                progress(
+                    f"→ {head}: {_mb(int(done.replace(b',', b'')))} {pct.decode()}% {rate.decode()}"
+                )
+                last = now
+    err = proc.stderr.read().decode(errors="replace")
+    code = proc.wait()
+    if code != 0:
+        raise SyncFailed(head, code, err.strip()[-1000:])
+    return parse_stats(out.decode(errors="replace"))
+
+
+def parse_stats(text: str) -> tuple[int, bool]:
+    """(bytes sent, anything created/deleted/transferred) from `rsync --stats` output."""
+
+    def num(label: str) -> int:
+        m = re.search(rf"^{label}: ([\d,]+)", text, re.M)
+        return int(m.group(1).replace(",", "")) if m else 0
+
+    changed = any(
+        num(k)
+        for k in (
+            "Number of created files",
+            "Number of deleted files",
+            "Number of regular files transferred",
+        )
+    )
+    return num("Total bytes sent"), changed
+
+
+def _head_files(info: Any) -> dict[str, bytes | str]:
+    return {
+        "id_ed25519": Path(info.ssh_key_path).read_bytes(),
+        "known_hosts": head_known_hosts(info),
+    }
+
+
+def _private_tar(files: dict[str, bytes | str]) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=3) as tar:
-        for rel in files:
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode, ti.mtime = len(data), 0o600, int(time.time())
+            tar.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def sync(
+    info: Any,
+    group: Group,
+    root: Path,
+    *,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    progress: Progress = lambda _m: None,
+    method: str = "auto",
+) -> SyncReport:
+    """Mirror `root` into every node's workdir (files the workdir lost are removed there).
+
+    rsync (auto, when this machine and the head have it): this machine uploads to the
+    head only, the head rsyncs to the workers over the cluster network. Otherwise, or
+    for workers without rsync: a tar over each node's paramiko connection.
+    """
+    started = time.monotonic()
+    sel = select(root, include, exclude)
+    size = sel.size(root)
+    if sel.skipped:
+        shown = ", ".join(sel.skipped[:8]) + (" ..." if len(sel.skipped) > 8 else "")
+        progress(f"not copied ({len(sel.skipped)}, .gitignore; --include to add): {shown}")
+    progress(f"syncing {len(sel.files)} files ({_mb(size)}) to {len(info.nodes)} nodes")
+    import shutil
+
+    use_rsync = method == "rsync" or (method == "auto" and shutil.which("rsync") is not None)
+    report = SyncReport("paramiko", len(sel.files), size, sel.skipped, 0)
+    todo = [n.name for n in info.nodes]
+    if use_rsync:
+        todo = _rsync_via_head(info, group, root, sel, progress, report)
+    if todo:
+        report.uploaded += _paramiko_put(group, root, sel, todo)
+        if report.method != "paramiko":
+            progress(f"no rsync on {', '.join(todo)}: copied over SSH directly")
+    report.seconds = time.monotonic() - started
+    progress(
+        f"synced in {report.seconds:.1f}s; uploaded {_mb(report.uploaded)} from this machine "
+        f"({report.method})"
+    )
+    return report
+
+
+def _prepare_head(info: Any, group: Group) -> bool:
+    """Give the head the cluster key + workers' host keys; False if the head has no rsync."""
+    head = info.nodes[0].name
+    keys = shlex.quote(HEAD_KEYS)
+    cmd = (
+        "command -v rsync >/dev/null 2>&1 || exit 99; umask 077; "
+        f"mkdir -p {keys} && tar -xf - -C {keys}"
+    )
+    sub = group.subset([head])
+    r = sub.run(cmd, stdin=_private_tar(_head_files(info)), check=False)[head]
+    if r.exit_code == 99:
+        return False
+    if not r.ok:
+        raise GroupError("sync: preparing the head", {head: r})
+    return True
+
+
+def _rsync_via_head(
+    info: Any, group: Group, root: Path, sel: Selection, progress: Progress, report: SyncReport
+) -> list[str]:
+    """This machine -> head, head -> workers; returns the nodes still to copy without rsync."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpufleet import state
+
+    head = info.nodes[0]
+    filt = state.cluster_dir(info.name) / "sync.filter"
+    filt.parent.mkdir(parents=True, exist_ok=True)
+    filt.write_text(rsync_filter(sel))
+    t0 = time.monotonic()
+    # Handing the head its keys needs no data: it overlaps the upload's SSH handshake.
+    with ThreadPoolExecutor(1) as pool:
+        prepared = pool.submit(_prepare_head, info, group)
+        try:
+            sent, changed = _run_client_rsync(
+                client_rsync_argv(info, root, filt), progress, head.name
+            )
+        except SyncFailed:
+            if prepared.result() is False:
+                return [n.name for n in info.nodes]  # no rsync on the head
+            raise
+        if prepared.result() is False:
+            return [n.name for n in info.nodes]
+    report.method = "rsync via head"
+    report.uploaded += sent
+    progress(f"{head.name}: {_mb(sent)} sent in {time.monotonic() - t0:.1f}s")
+    if len(info.nodes) == 1:
+        return []
+    t1 = time.monotonic()
+    results: dict[str, tuple[int, int]] = {}
+    unchanged = []
+
+    def on_line(node: str, line: str, is_err: bool) -> None:
+        if is_err or not line.startswith(FANOUT_MARK):
+            return
+        if line == FANOUT_MARK + "-unchanged":
+            unchanged.append(True)
+            return
+        _, name, rc, nbytes = line.split()
+        results[name] = (int(rc), int(nbytes))
+        if int(rc) == 0:
+            progress(
+                f"{node} → {name}: {_mb(int(nbytes))} in {time.monotonic() - t1:.1f}s "
+                f"({len(results)}/{len(info.nodes) - 1})"
+            )
+
+    sub = group.subset([head.name])
+    r = sub.run(fanout_script(info, changed), stream=on_line, check=False)[head.name]
+    if not r.ok:
+        raise GroupError("sync: head to workers", {head.name: r})
+    if unchanged:
+        progress(f"nothing changed: the workers already have {head.name}'s copy")
+        return []
+    no_rsync = [n for n, (rc, _) in results.items() if rc == 127]
+    failed = {n: rc for n, (rc, _) in results.items() if rc not in (0, 127)}
+    missing = [n.name for n in info.nodes[1:] if n.name not in results]
+    if failed or missing:
+        detail = "; ".join(f"{n}: rsync exit {rc}" for n, rc in failed.items())
+        detail += "".join(f"; {n}: no result" for n in missing)
+        raise SyncFailed(head.name, 1, f"head to workers: {detail.strip('; ')}\n{r.stderr[-800:]}")
+    report.per_node = {n: b for n, (rc, b) in results.items() if rc == 0}
+    return no_rsync
+
+
+def _paramiko_put(group: Group, root: Path, sel: Selection, nodes: list[str]) -> int:
+    """A plain tar to each node over its own connection, then files it no longer has removed."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel in sel.files:
             tar.add(root / rel, arcname=rel, recursive=False)
-    return buf.getvalue(), len(files)
+        manifest = "".join(f"{f}\n" for f in sel.files).encode()
+        ti = tarfile.TarInfo(f"{RUNS_DIR}/manifest")
+        ti.size, ti.mtime = len(manifest), int(time.time())
+        tar.addfile(ti, io.BytesIO(manifest))
+    data = buf.getvalue()
+    group.subset(nodes).run(prune_command(), stdin=data, what="sync")
+    return len(data) * len(nodes)
+
+
+def prune_command() -> str:
+    """Unpack stdin, then delete files the manifest does not list (never the run folders)."""
+    return (
+        f"tar -xf - && find . -path ./{RUNS_DIR} -prune -o ! -type d -print "
+        f"| sed 's|^\\./||' | LC_ALL=C sort > {RUNS_DIR}/have && "
+        f"LC_ALL=C sort {RUNS_DIR}/manifest | LC_ALL=C comm -23 {RUNS_DIR}/have - "
+        '| while IFS= read -r f; do rm -f "./$f"; done; '
+        f"find . -mindepth 1 -depth -type d -empty ! -path './{RUNS_DIR}*' -delete; "
+        f"rm -f {RUNS_DIR}/have"
+    )

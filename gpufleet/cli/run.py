@@ -36,6 +36,12 @@ def run(
     ] = None,
     env: Annotated[list[str], typer.Option("--env", "-e", help="KEY=VALUE for every rank")] = [],  # noqa: B006
     workdir: Annotated[Path, typer.Option(help="directory copied to every node")] = Path("."),
+    include: Annotated[
+        list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
+    ] = [],  # noqa: B006
+    exclude: Annotated[
+        list[str], typer.Option(help="never copy paths matching this (repeat)")
+    ] = [],  # noqa: B006
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
@@ -88,6 +94,8 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        include=list(include),
+        exclude=list(exclude),
     )
     raise typer.Exit(run_job(req, progress, node_printer()))
 
