@@ -11,13 +11,20 @@ def run_exec(
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
     from gpufleet.cli.common import node_printer, print_json
-    from gpufleet.remote import Group
+    from gpufleet.remote import holder
 
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
-    with Group(info, nodes or None) as g:
-        results = g.run(
-            cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout
-        )
+    stream = None if as_json else node_printer()
+    results = None
+    if holder.enabled():
+        results = holder.request(info.name, cmd, nodes, timeout, stream)
+    if results is None:  # cold: connect from here, and leave a holder for the next command
+        from gpufleet.remote import Group
+
+        with Group(info, nodes or None) as g:
+            results = g.run(cmd, stream=stream, check=False, timeout=timeout)
+        if holder.enabled():
+            holder.spawn(info.name)
     failed = [r for r in results.values() if not r.ok]
     if as_json:
         print_json({n: r.__dict__ for n, r in results.items()})

@@ -21,5 +21,8 @@ def create(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterI
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
     """Remove every resource of a cluster, then its record."""
+    from gpufleet.remote import holder
+
+    holder.stop(info.name)
     for_cloud(info.cloud, **options).down(info, progress)
     state.forget(info.name)
