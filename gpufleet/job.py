@@ -70,7 +70,12 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         group.wait_ready(req.ssh_timeout)
         progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
         sync.sync(
-            info, group, req.workdir, include=req.include, exclude=req.exclude, progress=progress
+            info,
+            req.workdir,
+            group=group,
+            include=req.include,
+            exclude=req.exclude,
+            progress=progress,
         )
         if req.setup:
             progress(f"setup: {req.setup}")

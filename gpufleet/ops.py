@@ -21,8 +21,10 @@ def create(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterI
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
     """Remove every resource of a cluster, then its record."""
+    from gpufleet import sync
     from gpufleet.remote import holder
 
     holder.stop(info.name)
+    sync.stop_mux(info)
     for_cloud(info.cloud, **options).down(info, progress)
     state.forget(info.name)

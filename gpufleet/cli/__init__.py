@@ -40,6 +40,14 @@ def _fast_exec(args: list[str]) -> int | None:
     return run_exec(info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"])
 
 
+def _fast_sync(args: list[str]) -> int | None:
+    """`sync` without typer: its start-up would be most of a no-change sync."""
+    from gpufleet import sync
+
+    parsed = sync.parse_fast(args)
+    return None if parsed is None else sync.run_fast(parsed)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; GpufleetError becomes 'error: ...' and its exit code (--debug: traceback)."""
     from gpufleet.errors import GpufleetError
@@ -54,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     install_handlers()
     try:
         fast = _fast_exec(args)
+        if fast is None:
+            fast = _fast_sync(args)
         if fast is not None:
             return fast
         build_app()(args=args, prog_name="gpufleet")

@@ -24,24 +24,20 @@ def sync_(
     head copies to the workers; files the directory no longer has are removed there."""
     from gpufleet import state
     from gpufleet.cli.common import print_json, progress
-    from gpufleet.remote import Group
     from gpufleet.sync import sync
 
     if method not in ("auto", "rsync", "paramiko"):
         raise typer.BadParameter("use auto, rsync or paramiko", param_hint="--sync-method")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    info = state.load(name)
-    with Group(info) as g:
-        report = sync(
-            info,
-            g,
-            workdir.resolve(),
-            include=include,
-            exclude=exclude,
-            progress=progress,
-            method=method,
-        )
+    report = sync(
+        state.load(name),
+        workdir.resolve(),
+        include=include,
+        exclude=exclude,
+        progress=progress,
+        method=method,
+    )
     if as_json:
         print_json(report.__dict__)
 

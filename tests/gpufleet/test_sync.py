@@ -118,3 +118,25 @@ def test_fanout_script_is_valid_sh_and_lists_every_worker():
     assert "node-1 ubuntu@10.0.0.2 22 gpufleet ssh-ed25519\n" in script
     assert "node-2 ubuntu@10.0.0.3 22 gpufleet ssh-ed25519\n" in script
     assert "if [ 0 = 0 ]" in script and "node-0" not in script
+
+
+def test_prepare_script_is_valid_sh_and_warms_every_worker():
+    script = sync.prepare_script(_info())
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert script.startswith("command -v rsync >/dev/null 2>&1 || exit 99\n")
+    assert "node-1 ubuntu@10.0.0.2 22 gpufleet ssh-ed25519\nnode-2 " in script
+
+
+def test_parse_fast_takes_the_common_forms_only(tmp_path):
+    args = ["sync", "c", "--workdir", str(tmp_path), "--include", "*.so", "--exclude", "d/"]
+    assert sync.parse_fast([*args, "--json"]) == {
+        "name": "c",
+        "workdir": str(tmp_path),
+        "include": ["*.so"],
+        "exclude": ["d/"],
+        "method": "auto",
+        "json": True,
+    }
+    assert sync.parse_fast(["sync", "c", "--workdir=x"]) is None  # typer's job
+    assert sync.parse_fast(["sync", "c", "--workdir", str(tmp_path / "missing")]) is None
+    assert sync.parse_fast(["sync", "--help"]) is None

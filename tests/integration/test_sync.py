@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_mirrors_workdir_through_the_head_and_deletes_what_it_lost(make_sandbox,
     root = _workdir(tmp_path / "wd")
     with Group(info) as g:
         g.run("mkdir -p .gpufleet/runs && echo 0 > .gpufleet/runs/r.rc && echo x > stale.txt")
-        first = sync.sync(info, g, root)
+        first = sync.sync(info, root, group=g)
         assert first.method == "rsync via head"
         assert first.skipped == ["run.log"]
         want = [".gitignore", "big.bin", "sub/cfg.yaml", "train.py"]
@@ -52,14 +53,14 @@ def test_mirrors_workdir_through_the_head_and_deletes_what_it_lost(make_sandbox,
 
         (root / "sub" / "cfg.yaml").unlink()
         (root / "train.py").write_text("print('edited')\n")
-        edit = sync.sync(info, g, root)
+        edit = sync.sync(info, root, group=g)
         assert _files(g) == {n.name: [".gitignore", "big.bin", "train.py"] for n in info.nodes}
         assert all(r.stdout == "print('edited')\n" for r in g.run("cat train.py").values())
         # Only the edited file travels, from here and from the head.
         assert edit.uploaded < 50_000
         assert all(b < 50_000 for b in edit.per_node.values())
 
-        again = sync.sync(info, g, root)
+        again = sync.sync(info, root, group=g)
         assert again.uploaded < 50_000 and again.per_node == {}
 
 
@@ -67,7 +68,7 @@ def test_include_and_exclude_override_gitignore(make_sandbox, tmp_path):
     info = make_sandbox("t", 2)
     root = _workdir(tmp_path / "wd")
     with Group(info) as g:
-        rep = sync.sync(info, g, root, include=["*.log"], exclude=["big.bin", "sub/"])
+        rep = sync.sync(info, root, group=g, include=["*.log"], exclude=["big.bin", "sub/"])
         assert rep.skipped == ["big.bin", "sub/"]
         want = [".gitignore", "run.log", "train.py"]
         assert _files(g) == {"node-0": want, "node-1": want}
@@ -78,7 +79,7 @@ def test_paramiko_path_copies_and_deletes_without_rsync(make_sandbox, tmp_path):
     root = _workdir(tmp_path / "wd")
     with Group(info) as g:
         g.run("echo x > stale.txt && mkdir -p old/dir && echo y > old/dir/f")
-        rep = sync.sync(info, g, root, method="paramiko")
+        rep = sync.sync(info, root, group=g, method="paramiko")
         assert rep.method == "paramiko"
         want = [".gitignore", "big.bin", "sub/cfg.yaml", "train.py"]
         assert _files(g) == {"node-0": want, "node-1": want}
@@ -91,3 +92,30 @@ def test_cli_sync_reports_and_lists_skipped(make_sandbox, gpufleet_home, tmp_pat
     p = gpufleet(gpufleet_home, "sync", "t", "--workdir", str(root))
     assert p.returncode == 0, p.stderr
     assert "run.log" in p.stderr and "uploaded" in p.stderr
+
+
+def test_destroy_closes_the_kept_head_connection(make_sandbox, tmp_path):
+    from gpufleet import ops, state
+
+    info = make_sandbox("t", 2)
+    sync.sync(info, _workdir(tmp_path / "wd"))
+    control = sync.control_path(state.cluster_dir("t"))
+    assert control is not None and os.path.exists(control)
+    ops.destroy(info, lambda _m: None)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _masters(control):
+        time.sleep(0.1)
+    assert not _masters(control)
+
+
+def _masters(control: str) -> list[int]:
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if control.encode() in f.read():
+                        out.append(int(p))
+            except OSError:
+                pass
+    return out
