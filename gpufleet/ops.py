@@ -21,10 +21,9 @@ def create(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterI
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
     """Remove every resource of a cluster, then its record."""
-    from gpufleet import sync
-    from gpufleet.remote import holder
+    from gpufleet.remote import head, holder
 
     holder.stop(info.name)
-    sync.stop_mux(info)
+    head.stop_mux(info)
     for_cloud(info.cloud, **options).down(info, progress)
     state.forget(info.name)

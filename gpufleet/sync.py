@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import io
 import os
@@ -17,7 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import SyncFailed
-from gpufleet.remote.knownhosts import host_entry
+from gpufleet.remote.head import (
+    HEAD_ENV,
+    control_path,
+    finish,
+    head_run,
+    key_type,
+    mux_options,
+    ssh_options,
+    start_prepare,
+    worker_rows,
+)
 
 if TYPE_CHECKING:
     from gpufleet.remote import Group
@@ -33,10 +42,7 @@ ALWAYS_SKIP = {
 }
 # The job's run folders (launch.run_dir) on a node: never sent, never deleted by a sync.
 RUNS_DIR = ".gpufleet"
-# Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
-HEAD_KEYS = "../.gpufleet-ssh"
 FANOUT_MARK = "__GPUFLEET_SYNC__"
-MUX_PERSIST_S = 300
 Progress = Callable[[str], None]
 
 
@@ -177,70 +183,10 @@ def rsync_filter(sel: Selection) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ssh_options(key: str, known_hosts: str, port: int, host_key_type: str) -> list[str]:
-    """OpenSSH options: the cluster key, the pinned host key only, never a prompt."""
-    opts = [
-        "-F",
-        "/dev/null",
-        "-i",
-        key,
-        "-p",
-        str(port),
-    ]
-    for o in (
-        "IdentitiesOnly=yes",
-        "IdentityAgent=none",
-        f"UserKnownHostsFile={known_hosts}",
-        "GlobalKnownHostsFile=/dev/null",
-        "StrictHostKeyChecking=yes",
-        f"HostKeyAlgorithms={host_key_type}",
-        "BatchMode=yes",
-        "ConnectTimeout=20",
-    ):
-        opts += ["-o", o]
-    return opts
-
-
-def mux_options(control_path: str | None) -> list[str]:
-    """Share one SSH connection between the commands of a sync and the next few syncs."""
-    if control_path is None:
-        return []
-    return [
-        "-o",
-        "ControlMaster=auto",
-        "-o",
-        f"ControlPersist={MUX_PERSIST_S}",
-        "-o",
-        f"ControlPath={control_path}",
-    ]
-
-
-def control_path(cluster_dir: Path) -> str | None:
-    """The head connection's socket, in the cluster's state folder; None if too long for one."""
-    path = str(cluster_dir / "mux-head")
-    return path if len(path) < 100 else None
-
-
-def _key_type(node: Any) -> str:
-    return (node.host_key.split() or ["ssh-ed25519"])[0]
-
-
-def head_ssh_argv(info: Any, control: str | None) -> list[str]:
-    """`ssh ... user@head` (then the remote command) through the shared head connection."""
-    head = info.nodes[0]
-    opts = ssh_options(info.ssh_key_path, info.known_hosts_path, head.ssh_port, _key_type(head))
-    return ["ssh", *opts, *mux_options(control), f"{info.ssh_user}@{head.public_ip}"]
-
-
-def _in_workdir(node: Any, script: str) -> str:
-    wd = shlex.quote(node.workdir.rstrip("/") or ".")
-    return f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(script)}"
-
-
 def client_rsync_argv(info: Any, root: Path, filter_file: Path, control: str | None) -> list[str]:
     """rsync from this machine to the head's workdir, mirroring it (--delete), with stats."""
     head = info.nodes[0]
-    opts = ssh_options(info.ssh_key_path, info.known_hosts_path, head.ssh_port, _key_type(head))
+    opts = ssh_options(info.ssh_key_path, info.known_hosts_path, head.ssh_port, key_type(head))
     wd = head.workdir.rstrip("/") or "."
     return [
         "rsync",
@@ -259,58 +205,6 @@ def client_rsync_argv(info: Any, root: Path, filter_file: Path, control: str | N
     ]
 
 
-def head_known_hosts(info: Any) -> str:
-    """The workers' pinned host keys at the addresses the head reaches them by (private)."""
-    return "".join(f"{host_entry(n.private_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes[1:])
-
-
-def _worker_rows(info: Any) -> list[str]:
-    rows = []
-    for n in info.nodes[1:]:
-        wd = n.workdir.rstrip("/") or "."
-        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {n.ssh_port} {wd} {_key_type(n)}")
-    return rows
-
-
-# On the head: the keys it was handed, and one persistent OpenSSH connection per worker
-# (a socket path must stay under ~104 bytes, hence /tmp when the keys folder is deep).
-_HEAD_ENV = [
-    f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
-    'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
-    'RSH="ssh -F /dev/null -i $K/id_ed25519 -o IdentitiesOnly=yes -o IdentityAgent=none '
-    "-o UserKnownHostsFile=$K/known_hosts -o GlobalKnownHostsFile=/dev/null "
-    "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=20 "
-    f'-o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
-    "export K CP RSH",
-]
-
-
-def prepare_script(info: Any) -> str:
-    """sh for the head, the cluster key + workers' host keys on stdin (a tar).
-
-    Exits 99 when the head has no rsync. Otherwise it also opens (in the background, while
-    this machine uploads) a persistent connection to each worker that has none yet.
-    """
-    warm = (
-        "while read -r name dest port wd kt; do "
-        '{ $RSH -p "$port" -O check "$dest" || '
-        '$RSH -p "$port" -o HostKeyAlgorithms="$kt" -o ControlMaster=yes -N -f "$dest"; } '
-        "</dev/null >/dev/null 2>&1 & done"
-    )
-    return "\n".join(
-        [
-            "command -v rsync >/dev/null 2>&1 || exit 99",
-            "umask 077",
-            f"mkdir -p {HEAD_KEYS} && tar -xf - -C {HEAD_KEYS} || exit 98",
-            *_HEAD_ENV,
-            f"{warm} <<'EOF'",
-            *_worker_rows(info),
-            "EOF",
-            "",
-        ]
-    )
-
-
 def fanout_script(info: Any, changed: bool = True, parallel: int = 64) -> str:
     """sh run in the head's workdir: rsync it to every worker, `parallel` at a time.
 
@@ -319,7 +213,7 @@ def fanout_script(info: Any, changed: bool = True, parallel: int = 64) -> str:
     the head and the head's last pass reached these same workers, it prints
     `FANOUT_MARK-unchanged` and copies nothing.
     """
-    rows = _worker_rows(info)
+    rows = worker_rows(info)
     one = (
         f'out=$(rsync -a --delete --filter="- /{RUNS_DIR}/" --stats '
         '--rsync-path="mkdir -p $4 && rsync" '
@@ -333,7 +227,7 @@ def fanout_script(info: Any, changed: bool = True, parallel: int = 64) -> str:
     return "\n".join(
         [
             "command -v rsync >/dev/null 2>&1 || exit 99",
-            *_HEAD_ENV,
+            *HEAD_ENV,
             "cat > \"$K/workers\" <<'EOF'",
             *rows,
             "EOF",
@@ -419,24 +313,6 @@ def parse_stats(text: str) -> tuple[int, bool]:
     return num("Total bytes sent"), changed
 
 
-def _head_files(info: Any) -> dict[str, bytes | str]:
-    return {
-        "id_ed25519": Path(info.ssh_key_path).read_bytes(),
-        "known_hosts": head_known_hosts(info),
-    }
-
-
-def _private_tar(files: dict[str, bytes | str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, content in files.items():
-            data = content.encode() if isinstance(content, str) else content
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o600, int(time.time())
-            tar.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def sync(
     info: Any,
     root: Path,
@@ -488,39 +364,6 @@ def sync(
     return report
 
 
-def stop_mux(info: Any) -> None:
-    """Close the kept connection to the head, if any (`down` calls this)."""
-    import shutil
-
-    from gpufleet import state
-
-    control = control_path(state.cluster_dir(info.name))
-    if control is None or not Path(control).exists() or not shutil.which("ssh"):
-        return
-    subprocess.run(
-        [*head_ssh_argv(info, control)[:-1], "-O", "exit", head_ssh_argv(info, None)[-1]],
-        capture_output=True,
-        timeout=10,
-    )
-
-
-def _head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
-    node = info.nodes[0]
-    return subprocess.Popen(
-        [*head_ssh_argv(info, control), _in_workdir(node, script)],
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _finish(proc: Any) -> tuple[int, str]:
-    """Wait for a head command that prints little: (exit code, stderr)."""
-    proc.stdout.read()
-    err = proc.stderr.read().decode(errors="replace")
-    return proc.wait(timeout=120), err
-
-
 def _rsync_via_head(
     info: Any, root: Path, sel: Selection, progress: Progress, report: SyncReport
 ) -> list[str]:
@@ -535,20 +378,16 @@ def _rsync_via_head(
     filt.write_text(rsync_filter(sel))
     t0 = time.monotonic()
     # Handing the head its keys needs no data: it overlaps the upload.
-    prep = _head_run(info, control, prepare_script(info), stdin=True)
-    assert prep.stdin is not None
-    with contextlib.suppress(BrokenPipeError):
-        prep.stdin.write(_private_tar(_head_files(info)))
-    prep.stdin.close()
+    prep = start_prepare(info, control)
     try:
         sent, changed = _run_client_rsync(
             client_rsync_argv(info, root, filt, control), progress, head.name
         )
     except SyncFailed:
-        if _finish(prep)[0] == 99:
+        if finish(prep)[0] == 99:
             return [n.name for n in info.nodes]  # no rsync on the head
         raise
-    code, prep_err = _finish(prep)
+    code, prep_err = finish(prep)
     if code == 99:
         return [n.name for n in info.nodes]
     if code != 0:
@@ -561,7 +400,7 @@ def _rsync_via_head(
     t1 = time.monotonic()
     results: dict[str, tuple[int, int]] = {}
     unchanged = False
-    fan = _head_run(info, control, fanout_script(info, changed))
+    fan = head_run(info, control, fanout_script(info, changed))
     assert fan.stdout is not None and fan.stderr is not None
     for raw in fan.stdout:
         line = raw.decode(errors="replace").strip()

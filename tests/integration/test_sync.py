@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpufleet import sync
-from gpufleet.remote import Group
+from gpufleet.remote import Group, head
 from tests.integration.conftest import gpufleet, requires_sshd
 
 pytestmark = [
@@ -99,7 +99,7 @@ def test_destroy_closes_the_kept_head_connection(make_sandbox, tmp_path):
 
     info = make_sandbox("t", 2)
     sync.sync(info, _workdir(tmp_path / "wd"))
-    control = sync.control_path(state.cluster_dir("t"))
+    control = head.control_path(state.cluster_dir("t"))
     assert control is not None and os.path.exists(control)
     ops.destroy(info, lambda _m: None)
     deadline = time.monotonic() + 10
