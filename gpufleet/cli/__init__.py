@@ -37,7 +37,9 @@ def _fast_exec(args: list[str]) -> int | None:
     from gpufleet.execute import run_exec
 
     info = state.load_view(parsed["name"])
-    return run_exec(info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"])
+    return run_exec(
+        info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"], parsed["tree"]
+    )
 
 
 def _fast_sync(args: list[str]) -> int | None:

@@ -108,13 +108,13 @@ HEAD_ENV = [
 ]
 
 
-def prepare_script(info: Any) -> str:
+def prepare_script(info: Any, *, warm: bool = True, require_rsync: bool = True) -> str:
     """sh for the head, the cluster key + workers' host keys on stdin (a tar).
 
     Exits 99 when the head has no rsync. Otherwise it also opens (in the background, while
     this machine uploads) a persistent connection to each worker that has none yet.
     """
-    warm = (
+    loop = (
         "while read -r name dest port wd kt; do "
         '{ $RSH -p "$port" -O check "$dest" || '
         '$RSH -p "$port" -o HostKeyAlgorithms="$kt" -o ControlMaster=yes -N -f "$dest"; } '
@@ -122,13 +122,11 @@ def prepare_script(info: Any) -> str:
     )
     return "\n".join(
         [
-            "command -v rsync >/dev/null 2>&1 || exit 99",
             "umask 077",
             f"mkdir -p {HEAD_KEYS} && tar -xf - -C {HEAD_KEYS} || exit 98",
             *HEAD_ENV,
-            f"{warm} <<'EOF'",
-            *worker_rows(info),
-            "EOF",
+            *([f"{loop} <<'EOF'", *worker_rows(info), "EOF"] if warm else []),
+            *(["command -v rsync >/dev/null 2>&1 || exit 99"] if require_rsync else []),
             "",
         ]
     )

@@ -1,5 +1,6 @@
-"""The connection holder on a real sandbox: a warm exec opens no SSH connection, keeps exit
-codes, timeouts and Ctrl-C, and goes away with `down`."""
+"""Warm and tree exec on a real sandbox: a warm exec opens no SSH connection, keeps exit
+codes, timeouts and Ctrl-C, and its holder goes away with `down`; a tree exec reaches
+every node through the head."""
 
 from __future__ import annotations
 
@@ -109,3 +110,22 @@ def test_down_stops_the_holder(gpufleet_home):
         or b"holder" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     )
     assert not holder.socket_path("h").exists()
+
+
+def test_tree_exec_runs_everywhere_through_the_head(make_sandbox, gpufleet_home):
+    info = make_sandbox("t", 4)
+    r = gpufleet(
+        gpufleet_home,
+        "exec",
+        "t",
+        "--tree",
+        "--",
+        'echo "on $GPUFLEET_NODE"; [ "$GPUFLEET_NODE" = node-2 ] && exit 5; true',
+    )
+    assert r.returncode == 5 and "node-2: exit 5" in r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"[node-{i}] on node-{i}" for i in range(4)]
+    before = _accepted(info)
+    one = gpufleet(gpufleet_home, "exec", "t", "--tree", "--node", "node-3", "--", "pwd")
+    assert one.returncode == 0 and one.stdout == f"[node-3] {info.nodes[3].workdir}\n"
+    # This machine kept its one connection to the head; the head kept its own to node-3.
+    assert _accepted(info) == before

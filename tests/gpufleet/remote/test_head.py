@@ -17,5 +17,5 @@ def test_head_known_hosts_pins_workers_at_private_addresses():
 def test_prepare_script_is_valid_sh_and_warms_every_worker():
     script = head.prepare_script(_info())
     subprocess.run(["sh", "-n", "-c", script], check=True)
-    assert script.startswith("command -v rsync >/dev/null 2>&1 || exit 99\n")
+    assert script.endswith("\ncommand -v rsync >/dev/null 2>&1 || exit 99\n")
     assert "node-1 ubuntu@10.0.0.2 22 gpufleet ssh-ed25519\nnode-2 " in script
