@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh rsync
 
 .PHONY: demo test lint fmt venv debs deps-test deps-demo golden bench clean
 
@@ -50,6 +50,7 @@ golden: deps-test
 
 bench: deps-test
 	$(BIN)/python benchmarks/fanout.py
+	$(BIN)/python benchmarks/sync.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -9,6 +9,8 @@ algorithms. Tools:
   pdsh           `pdsh -R ssh -f N`, new connections
   gpufleet-warm  through the cluster's connection holder (started before timing)
   ssh-cm         one `ssh` per node through an OpenSSH ControlMaster opened before timing
+  gpufleet-tree  `exec --tree`: one kept connection to the head, which fans out (its
+                 CPU is on the head, i.e. in the sandbox's sshd sessions, not the client)
 One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and,
 for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
 gpufleet-warm/ssh-cm, and client CPU (user+sys of the client's process tree) per
@@ -134,6 +136,7 @@ def main() -> None:
                 "gpufleet-warm": f"{gf} exec {name} -- {args.cmd}",
                 "ssh-cm": f"for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & done; "
                 "for j in $(jobs -p); do wait $j || exit 1; done",
+                "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
             }
             start_warm(name, hosts, cm, env)
             if args.pdsh_c25519:
@@ -180,17 +183,19 @@ def main() -> None:
     print(f"\ncommand `{args.cmd}`, {args.reps} timed runs per tool after 1 warm-up; median wall")
     print(
         "| N | gpufleet cold (s) | pdsh (s) | cold ratio | gpufleet warm (s) | ssh-cm (s) "
-        "| warm ratio | client CPU/node cold gpufleet, pdsh, warm gpufleet, ssh-cm (ms) |"
+        "| warm ratio | gpufleet tree (s) | client CPU/node: cold gpufleet, pdsh, warm "
+        "gpufleet, ssh-cm, tree (ms) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in summary:
         per = ", ".join(
             f"{1000 * r[t + '_cpu'] / r['n']:.1f}"
-            for t in ("gpufleet", "pdsh", "gpufleet-warm", "ssh-cm")
+            for t in ("gpufleet", "pdsh", "gpufleet-warm", "ssh-cm", "gpufleet-tree")
         )
         print(
             f"| {r['n']} | {r['gpufleet']:.2f} | {r['pdsh']:.2f} | {r['ratio']:.2f} "
-            f"| {r['gpufleet-warm']:.2f} | {r['ssh-cm']:.2f} | {r['warm_ratio']:.2f} | {per} |"
+            f"| {r['gpufleet-warm']:.2f} | {r['ssh-cm']:.2f} | {r['warm_ratio']:.2f} "
+            f"| {r['gpufleet-tree']:.2f} | {per} |"
         )
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs}, indent=2))

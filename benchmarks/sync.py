@@ -6,8 +6,9 @@ file — each tool runs three phases into its own folder on every node:
   fresh     the node folders are empty
   nochange  again, with nothing changed
   edit      again, after one small file was rewritten
-Tools (same key, same pinned known_hosts, OpenSSH for all but gpufleet's control path):
-  gpufleet  `gpufleet sync NAME --workdir D`: rsync to the head, the head to the workers
+Tools (same key, same pinned known_hosts, OpenSSH for all):
+  gpufleet  `gpufleet sync NAME --workdir D`: rsync to the head, the head to the workers;
+            its kept connection to the head is reused between runs (--cold-client: not)
   rsync     one `rsync -a --delete -e "ssh -F cfg"` per node, all at once
   tar       one `tar c | ssh node tar x` per node, all at once (fresh only)
 R timed repetitions, tools interleaved; medians, gpufleet/rsync ratios, and the bytes the
@@ -101,6 +102,11 @@ def main() -> None:
     ap.add_argument("--small-kb", type=int, default=10)
     ap.add_argument("--big-mb", type=int, default=500)
     ap.add_argument("--skip", nargs="*", default=[], help="N:data pairs to skip, e.g. 32:big")
+    ap.add_argument(
+        "--cold-client",
+        action="store_true",
+        help="close gpufleet's kept connection to the head before every gpufleet run",
+    )
     ap.add_argument("--json", type=Path, help="write every run to this file")
     args = ap.parse_args()
     for tool in ("rsync", "ssh", "tar"):
@@ -134,7 +140,11 @@ def main() -> None:
                 if f"{n}:{data}" in args.skip:
                     print(f"N={n} {data}: skipped (--skip)", flush=True)
                     continue
-                table.append(bench_case(info, name, src, data, cfg, gf, env, args.reps, runs))
+                table.append(
+                    bench_case(
+                        info, name, src, data, cfg, gf, env, args.reps, runs, args.cold_client
+                    )
+                )
             ops.destroy(state.load(name), lambda m: None)
     finally:
         for left in state.names():
@@ -145,7 +155,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"summary": table, "runs": runs}, indent=2))
 
 
-def bench_case(info, name, src, data, cfg, gf, env, reps, runs) -> dict:
+def bench_case(info, name, src, data, cfg, gf, env, reps, runs, cold_client=False) -> dict:
     n = len(info.nodes)
     nfiles = count_files(src)
     size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
@@ -183,6 +193,10 @@ def bench_case(info, name, src, data, cfg, gf, env, reps, runs) -> dict:
                 if phase == "edit":
                     edit_one(src, f"{tool}{rep}")
                 if tool == "gpufleet":
+                    if cold_client:
+                        from gpufleet.remote.head import stop_mux
+
+                        stop_mux(info)
                     w, c, stdout = timed(f"{gf} sync {name} --workdir {src} --json", env)
                     up = json.loads(stdout)["uploaded"]
                 elif tool == "rsync":
