@@ -134,8 +134,8 @@ def main() -> None:
                 "pdsh": f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} '
                 f"{args.cmd}",
                 "gpufleet-warm": f"{gf} exec {name} -- {args.cmd}",
-                "ssh-cm": f"for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & done; "
-                "for j in $(jobs -p); do wait $j || exit 1; done",
+                "ssh-cm": f"pids=; for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & "
+                'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
                 "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
             }
             start_warm(name, hosts, cm, env)

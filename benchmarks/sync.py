@@ -167,15 +167,17 @@ def bench_case(info, name, src, data, cfg, gf, env, reps, runs, cold_client=Fals
     hosts = [f"{name}-{x.name}" for x in info.nodes]
     out = Path(env["GPUFLEET_HOME"]) / "out"
     out.mkdir(exist_ok=True)
-    rsync_cmd = " ".join(
-        f'rsync -a --delete --stats -e "ssh -F {cfg}" {src}/ {h}:{d}/ > {out}/rs.{k} &'
+    rsync_cmd = "pids=; " + " ".join(
+        f'rsync -a --delete --stats -e "ssh -F {cfg}" {src}/ {h}:{d}/ > {out}/rs.{k} & '
+        'pids="$pids $!";'
         for k, (h, d) in enumerate(zip(hosts, dests["rsync"], strict=True))
     )
-    tar_cmd = " ".join(
-        f'tar -C {src} -cf - . | ssh -F {cfg} {h} "mkdir -p {d} && tar -C {d} -xf -" &'
+    tar_cmd = "set -o pipefail; pids=; " + " ".join(
+        f'tar -C {src} -cf - . | ssh -F {cfg} {h} "mkdir -p {d} && tar -C {d} -xf -" & '
+        'pids="$pids $!";'
         for h, d in zip(hosts, dests["tar"], strict=True)
     )
-    wait_all = " for j in $(jobs -p); do wait $j || exit 1; done"
+    wait_all = " for j in $pids; do wait $j || exit 1; done"
     tar_size = len(
         subprocess.run(["tar", "-C", str(src), "-cf", "-", "."], capture_output=True).stdout
     )
