@@ -196,7 +196,6 @@ def client_rsync_argv(info: Any, root: Path, filter_file: Path, control: str | N
         f"--filter=merge {filter_file}",
         "--info=progress2",
         "--stats",
-        "--no-inc-recursive",
         "-e",
         shlex.join(["ssh", *opts, *mux_options(control)]),
         f"--rsync-path=mkdir -p {shlex.quote(wd)} && rsync",
@@ -215,7 +214,7 @@ def fanout_script(info: Any, changed: bool = True, parallel: int = 64) -> str:
     """
     rows = worker_rows(info)
     one = (
-        f'out=$(rsync -a --delete --filter="- /{RUNS_DIR}/" --stats '
+        f'out=$(rsync -a --whole-file --delete --filter="- /{RUNS_DIR}/" --stats '
         '--rsync-path="mkdir -p $4 && rsync" '
         '-e "$RSH -p $3 -o HostKeyAlgorithms=$5 -o ControlMaster=auto" '
         './ "$2:$4/" 2>&1); rc=$?; '
@@ -409,10 +408,11 @@ def _rsync_via_head(
         elif line.startswith(FANOUT_MARK + " "):
             _, name, rc, nbytes = line.split()
             results[name] = (int(rc), int(nbytes))
-            if int(rc) == 0:
+            elapsed = time.monotonic() - t1
+            if int(rc) == 0 and elapsed > 1.0:  # per node only when it takes a while
                 progress(
-                    f"{head.name} → {name}: {_mb(int(nbytes))} in {time.monotonic() - t1:.1f}s "
-                    f"({len(results)}/{len(info.nodes) - 1})"
+                    f"{head.name} → {name}: {_mb(int(nbytes))} in {elapsed:.1f}s "
+                    f"({_mb(int(nbytes) / elapsed)}/s; {len(results)}/{len(info.nodes) - 1})"
                 )
     err = fan.stderr.read().decode(errors="replace")
     if fan.wait() != 0:
@@ -428,6 +428,10 @@ def _rsync_via_head(
         detail += "".join(f"; {n}: no result" for n in missing)
         raise SyncFailed(head.name, 1, f"head to workers: {detail.strip('; ')}\n{err[-800:]}")
     report.per_node = {n: b for n, (rc, b) in results.items() if rc == 0}
+    progress(
+        f"{head.name} → {len(report.per_node)} workers: "
+        f"{_mb(sum(report.per_node.values()))} in {time.monotonic() - t1:.1f}s"
+    )
     return no_rsync
 
 
