@@ -13,8 +13,9 @@ algorithms. Tools:
                  CPU is on the head, i.e. in the sandbox's sshd sessions, not the client)
 One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and,
 for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
-gpufleet-warm/ssh-cm, and client CPU (user+sys of the client's process tree) per
-node; `--json` writes the raw runs too. Compare with the anchors in
+gpufleet-warm/ssh-cm, and client CPU per node: user+sys of the client's process tree,
+plus, for the warm tools, what the holder / the ControlMasters spent during the run;
+`--json` writes the raw runs too. Compare with the anchors in
 ../shared/bench/fanout/RESULTS.md (2 cores; client and nodes share them).
 
     .venv/bin/python benchmarks/fanout.py                 # N = 8 32 64, 5 runs, `true`
@@ -84,6 +85,33 @@ def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
     s.close()
 
 
+def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
+    """The processes the warm tools lean on: gpufleet's holder, OpenSSH's masters."""
+    from gpufleet import state
+
+    masters = []
+    for h in hosts.read_text().split():
+        p = subprocess.run(
+            f"ssh {cm} -O check {h}", shell=True, env=env, capture_output=True, text=True
+        )
+        if "pid=" in p.stderr:
+            masters.append(int(p.stderr.split("pid=")[1].split(")")[0]))
+    holder_pid = int((state.cluster_dir(name) / "holder.pid").read_text())
+    return {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+
+
+def proc_cpu(pids: list[int]) -> float:
+    """user+sys seconds of these processes so far (/proc, clock ticks)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def stop_warm(hosts: Path, cm: str, env: dict) -> None:
     subprocess.run(
         f"for h in $(cat {hosts}); do ssh {cm} -O exit $h 2>/dev/null; done; true",
@@ -139,6 +167,7 @@ def main() -> None:
                 "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
             }
             start_warm(name, hosts, cm, env)
+            bg = background_pids(name, hosts, cm, env)
             if args.pdsh_c25519:
                 tools["pdsh-c25519"] = (
                     f'PDSH_SSH_ARGS_APPEND="-F {cfg} -o KexAlgorithms=curve25519-sha256" '
@@ -150,7 +179,9 @@ def main() -> None:
             cpus: dict[str, list[float]] = {t: [] for t in tools}
             for rep in range(args.reps):
                 for tool, cmd in tools.items():
+                    b0 = proc_cpu(bg.get(tool, []))
                     w, c = timed(cmd, env, expect)
+                    c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
                     walls[tool].append(w)
                     cpus[tool].append(c)
                     runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
