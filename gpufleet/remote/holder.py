@@ -157,7 +157,7 @@ class Holder:
 
         self.name = name
         self.idle_s = idle_s
-        self.info = state.load_view(name)
+        self.info = state.load(name)  # validated: first contact may rotate host keys
         self.record = _record_id(name)
         self.group = Group(self.info)  # holds the transports; requests run on subsets
         self.busy = 0
