@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import io
+import itertools
 import os
 import re
 import shlex
@@ -387,6 +388,8 @@ def _rsync_via_head(
             return [n.name for n in info.nodes]  # no rsync on the head
         raise
     code, prep_err = finish(prep)
+    if code == 255:  # OpenSSH itself failed (e.g. two masters raced): once more, unshared
+        code, prep_err = finish(start_prepare(info, None))
     if code == 99:
         return [n.name for n in info.nodes]
     if code != 0:
@@ -399,9 +402,15 @@ def _rsync_via_head(
     t1 = time.monotonic()
     results: dict[str, tuple[int, int]] = {}
     unchanged = False
-    fan = head_run(info, control, fanout_script(info, changed))
+    script = fanout_script(info, changed)
+    fan = head_run(info, control, script)
     assert fan.stdout is not None and fan.stderr is not None
-    for raw in fan.stdout:
+    first = fan.stdout.readline()
+    if not first and fan.wait() == 255:  # OpenSSH failed before the head ran anything
+        fan = head_run(info, None, script)
+        assert fan.stdout is not None and fan.stderr is not None
+        first = fan.stdout.readline()
+    for raw in itertools.chain([first], fan.stdout):
         line = raw.decode(errors="replace").strip()
         if line == FANOUT_MARK + "-unchanged":
             unchanged = True

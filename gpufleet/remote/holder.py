@@ -42,22 +42,26 @@ def _pid_path(name: str) -> Path:
     return state.cluster_dir(name) / "holder.pid"
 
 
-def _record_id(name: str) -> tuple[int, int] | None:
+def _record_id(name: str) -> float | None:
+    """Which cluster the record describes (its creation time); None once it is gone.
+
+    Not the file's mtime: the record is rewritten in place (host keys rotated on first
+    contact, a renewed lease) and stays the same cluster.
+    """
     try:
-        st = (state.cluster_dir(name) / "cluster.json").stat()
-    except OSError:
+        return json.loads((state.cluster_dir(name) / "cluster.json").read_text())["created_at"]
+    except (OSError, ValueError, KeyError):
         return None
-    return st.st_ino, st.st_mtime_ns
 
 
 def spawn(name: str) -> None:
     """Start the holder for `name` in the background (a second one exits at once)."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError), open(state.cluster_dir(name) / "holder.log", "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "gpufleet.remote.holder", name],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
             start_new_session=True,
             close_fds=True,
             env={**os.environ, "GPUFLEET_HOME": str(state.home())},
