@@ -198,7 +198,7 @@ def client_rsync_argv(info: Any, root: Path, filter_file: Path, control: str | N
         "--info=progress2",
         "--stats",
         "-e",
-        shlex.join(["ssh", *opts, *mux_options(control)]),
+        shlex.join(["ssh", *opts, *mux_options(control, master=False)]),
         f"--rsync-path=mkdir -p {shlex.quote(wd)} && rsync",
         f"{root}/",
         f"{info.ssh_user}@{head.public_ip}:{shlex.quote(wd)}/",

@@ -50,13 +50,17 @@ def ssh_options(key: str, known_hosts: str, port: int, host_key_type: str) -> li
     return opts
 
 
-def mux_options(control_path: str | None) -> list[str]:
-    """Share one SSH connection between the commands of a sync and the next few syncs."""
+def mux_options(control_path: str | None, master: bool = True) -> list[str]:
+    """Share one SSH connection between the commands of a sync and the next few syncs.
+
+    master=False: use the shared connection if it is there, never start it (two commands
+    starting it at once race for its socket).
+    """
     if control_path is None:
         return []
     return [
         "-o",
-        "ControlMaster=auto",
+        f"ControlMaster={'auto' if master else 'no'}",
         "-o",
         f"ControlPersist={MUX_PERSIST_S}",
         "-o",
