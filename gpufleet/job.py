@@ -30,6 +30,7 @@ class JobRequest:
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
     include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
     exclude: list[str] = field(default_factory=list)  # never sync these
+    provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
 
 
 def _rank_failures(group: Group, run_dir: str) -> dict[str, dict[str, str]]:
@@ -64,7 +65,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         else:
             assert req.spec is not None
             progress(f"creating {req.spec.nodes} {req.spec.cloud} nodes ({req.spec.name})")
-            info = created = ops.create(req.spec, progress)
+            info = created = ops.create(req.spec, progress, **req.provision_options)
         group = Group(info)
         started = time.monotonic()
         group.wait_ready(req.ssh_timeout)
@@ -116,7 +117,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             if created is not None and not req.keep:
                 progress(f"tearing down {created.name}")
                 try:
-                    ops.destroy(created, progress)
+                    ops.destroy(created, progress, **req.provision_options)
                 except GpufleetError as e:
                     progress(f"teardown failed: {e}; run `gpufleet down {created.name}`")
                     raise
