@@ -19,7 +19,7 @@ def run(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="name of the new cluster")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | aws | gcp | azure")] = "local",
+    cloud: Annotated[str, typer.Option(help="local | vm | aws | gcp | azure")] = "local",
     nodes: Annotated[int, typer.Option(help="number of nodes")] = 2,
     instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
     region: Annotated[str | None, typer.Option()] = None,
