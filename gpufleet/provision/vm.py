@@ -38,7 +38,7 @@ from gpufleet.sshkeys import generate_ed25519
 
 PRIVATE_NET = "10.77.0"  # /24; node K is .(K+10)
 PUBLIC_GUEST_IP = "10.0.2.15"  # QEMU user-mode networking's guest address
-MEMORY_MB = 2048
+MEMORY_MB = 1536  # torch's import and a small DDP job fit; several VMs fit on a laptop
 BOOT_TIMEOUT_S = float(os.environ.get("GPUFLEET_VM_BOOT_TIMEOUT", "1200"))
 
 
@@ -305,8 +305,6 @@ class VmProvisioner:
                 env={"GLOO_SOCKET_IFNAME": "eth1", "PYTHONPATH": GUEST_PYTHON_DIR},
                 provider={"pids": pids, "accel": accel, "image": str(image.dir)},
             )
-            from gpufleet.provision.local import known_hosts
-
             _write(cdir / "known_hosts", known_hosts(info), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
             self._wait_ssh(info, progress)
@@ -363,6 +361,13 @@ class VmProvisioner:
         return {
             n.name: "running" if _ours(pids.get(n.name, 0), cdir) else "gone" for n in info.nodes
         }
+
+
+def known_hosts(info: ClusterInfo) -> str:
+    """known_hosts lines pinning each VM's host key at its forwarded SSH port on 127.0.0.1."""
+    from gpufleet.remote.knownhosts import host_entry
+
+    return "".join(f"{host_entry(n.public_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes)
 
 
 def free_udp_port() -> int:

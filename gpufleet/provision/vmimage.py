@@ -45,9 +45,11 @@ PACKAGES: tuple[str, ...] = (
     "rsync",
     "openssh-client",
     "procps",
+    # cloud-init's locale module sets en_US.UTF-8: generated here, not at every first boot.
+    "locales",
 )
 # Bump when the rootfs customisation below changes: it is part of the cache key.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 # The guest's path of the host's Python packages (torch), shared read-only over virtio-9p.
 GUEST_PYTHON_DIR = "/opt/gpufleet/python"
 PYTHON_SHARE_TAG = "gfpython"
@@ -135,6 +137,8 @@ def customise(root: Path) -> None:
     # SSH sessions (pam_env) see the shared packages, as on an image with torch installed.
     with open(root / "etc/environment", "a") as f:
         f.write(f"PYTHONPATH={GUEST_PYTHON_DIR}\n")
+    (root / "etc/locale.gen").write_text("en_US.UTF-8 UTF-8\n")
+    (root / "etc/default/locale").write_text("LANG=en_US.UTF-8\n")
     # Each VM is a new machine: systemd makes a machine-id at first boot.
     (root / "etc/machine-id").write_text("")
     with contextlib.suppress(FileNotFoundError):
@@ -185,11 +189,13 @@ def build(dest: Path, tools: dict[str, str], progress: Progress) -> None:
     log = dest / "build.log"
     root = dest / "rootfs"
     mirror = os.environ.get("GPUFLEET_DEBIAN_MIRROR", MIRROR)
+    (cache_root().resolve() / "debs").mkdir(parents=True, exist_ok=True)
     _run(
         [
             tools["debootstrap"],
             "--variant=minbase",
             "--include=" + ",".join(PACKAGES),
+            f"--cache-dir={cache_root().resolve() / 'debs'}",  # later builds download nothing
             SUITE,
             str(root),
             mirror,
@@ -197,6 +203,7 @@ def build(dest: Path, tools: dict[str, str], progress: Progress) -> None:
         log,
     )
     customise(root)
+    _run(["chroot", str(root), "locale-gen"], log)
     boot = root / "boot"
     kernels = sorted(boot.glob("vmlinuz-*"))
     version = kernels[-1].name.removeprefix("vmlinuz-") if kernels else ""
@@ -254,27 +261,30 @@ def ensure_image(progress: Progress) -> BaseImage:
 
 
 def guest_distributions(names: tuple[str, ...] = GUEST_DISTRIBUTIONS) -> list:
-    """The installed distributions `names` need (their runtime dependencies too), by name."""
+    """The installed distributions `names` need at run time, following extras (torch's CUDA
+    libraries come through `cuda-toolkit[cudart,...]`: its import loads them)."""
     import importlib.metadata as md
 
     from packaging.requirements import Requirement
 
     seen: dict[str, md.Distribution] = {}
-    todo = list(names)
+    done: set[tuple[str, str]] = set()
+    todo: list[tuple[str, str]] = [(n, "") for n in names]
     while todo:
-        name = todo.pop()
+        name, extra = todo.pop()
         key = name.lower().replace("_", "-")
-        if key in seen:
+        if (key, extra) in done:
             continue
+        done.add((key, extra))
         try:
-            dist = md.distribution(name)
+            dist = seen.get(key) or md.distribution(name)
         except md.PackageNotFoundError:
             continue
         seen[key] = dist
         for line in dist.requires or []:
             req = Requirement(line)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
+            if req.marker is None or req.marker.evaluate({"extra": extra}):
+                todo += [(req.name, "")] + [(req.name, e) for e in req.extras]
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
 
 
