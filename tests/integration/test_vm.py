@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ class Boot:
     started: float = field(default_factory=time.monotonic)
     out: str = ""
     seconds: float | None = None
+    gone: dict[str, float] = field(default_factory=dict)
 
     def finish(self, timeout: float) -> subprocess.CompletedProcess:
         out, _ = self.proc.communicate(timeout=timeout)
@@ -86,6 +88,27 @@ class Boot:
         return ClusterInfo.model_validate_json(
             (self.home / "clusters" / self.name / "cluster.json").read_text()
         )
+
+    def watch_power(self) -> dict[str, float]:
+        """Record, from now on, when each node's QEMU process exits (epoch seconds)."""
+        gone: dict[str, float] = {}
+
+        def loop() -> None:
+            cdir = self.home / "clusters" / self.name
+            while self.proc.poll() is None:  # still creating: no PIDs to watch yet
+                time.sleep(1)
+            if self.proc.returncode != 0:
+                return
+            names = [n.name for n in self.info().nodes]
+            while len(gone) < len(names) and cdir.exists():
+                alive = running_nodes(cdir)
+                for n in names:
+                    if n not in alive and n not in gone:
+                        gone[n] = time.time()
+                time.sleep(1)
+
+        threading.Thread(target=loop, daemon=True).start()
+        return gone
 
     def stop(self) -> None:
         """Whatever happened: stop the creating process, remove the cluster, check no QEMU left."""
@@ -136,6 +159,7 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
                                         "ttl_minutes": 120}))  # fmt: skip
         start("ttl", "vmttl", create_cmd({"name": "vmttl", "cloud": "vm", "nodes": 2,
                                           "ttl_minutes": 2}, TTL_NODE_ENV))  # fmt: skip
+        made["ttl"].gone = made["ttl"].watch_power()
         yield made
     finally:
         errors = []
@@ -255,14 +279,9 @@ def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
     assert r.returncode == 0, r.stdout[-3000:]
     print(r.stdout)
     info = boot.info()
-    cdir = boot.home / "clusters" / info.name
-    gone: dict[str, float] = {}
+    gone = boot.gone
 
     def poll() -> bool:
-        alive = running_nodes(cdir)
-        for n in info.nodes:
-            if n.name not in alive and n.name not in gone:
-                gone[n.name] = time.time()
         if len(gone) == len(info.nodes):
             return True
         # A node that armed its timer is gone soon after expiry; give the other the same boot.
