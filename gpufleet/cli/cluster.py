@@ -32,6 +32,9 @@ def up(
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
     spot: Annotated[bool, typer.Option(help="use spot/preemptible capacity")] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry, e.g. 4h (0: none, local only)")
     ] = "4h",
@@ -53,6 +56,7 @@ def up(
         region=region,
         zone=zone,
         spot=spot,
+        public_workers=public_workers,
         ttl_minutes=parse_ttl(ttl),
         ssh_cidrs=ssh_cidr,
         tags=parse_pairs(tag, "tag"),
@@ -74,7 +78,8 @@ def up(
         print_json(info.model_dump())
     else:
         for n in info.nodes:
-            typer.echo(f"{n.name}\t{n.public_ip}:{n.ssh_port}\t{n.private_ip}\tgpus={n.gpus}")
+            reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
+            typer.echo(f"{n.name}\t{reach}\t{n.private_ip}\tgpus={n.gpus}")
 
 
 def down(
@@ -127,7 +132,10 @@ def status(
         table.add_column(col)
     for r in rows:
         table.add_row(
-            *(str(r[c]) for c in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus"))
+            *(
+                "-" if r[c] is None else str(r[c])  # no public address: reached through the head
+                for c in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus")
+            )
         )
     Console().print(table)
 

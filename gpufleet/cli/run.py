@@ -25,6 +25,9 @@ def run(
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
     spot: Annotated[bool, typer.Option()] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[str, typer.Option(help="node-side expiry of a created cluster")] = "4h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
     launcher: Annotated[str, typer.Option(help="torchrun | none | mpirun")] = "torchrun",
@@ -64,6 +67,7 @@ def run(
             region=region,
             zone=zone,
             spot=spot,
+            public_workers=public_workers,
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
         )
