@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
+from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet import state
 from gpufleet.errors import GpufleetError
 from gpufleet.provision import Progress
@@ -289,6 +289,8 @@ class VmProvisioner:
                         ssh_port=port,
                         gpus=0,
                         host_key=" ".join(host.public_openssh.split()[:2]),
+                        # As on a cloud: the key in the user data is replaced on first contact.
+                        bootstrap_host_key=True,
                     )
                 )
             info = ClusterInfo(
@@ -304,6 +306,7 @@ class VmProvisioner:
                 expires_at=expires_at,
                 env={"GLOO_SOCKET_IFNAME": "eth1", "PYTHONPATH": GUEST_PYTHON_DIR},
                 provider={"pids": pids, "accel": accel, "image": str(image.dir)},
+                host_key_rotation=HostKeyRotation(),  # Debian's sshd and key path, as a cloud's
             )
             _write(cdir / "known_hosts", known_hosts(info), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
