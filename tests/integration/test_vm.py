@@ -148,6 +148,8 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
 
     # One image for every VM test of the session and of later sessions (CI may cache it).
     os.environ.setdefault("GPUFLEET_IMAGE_CACHE", str(image_cache()))
+    # The provisioner's own limit (1200 s) was too short for 5 TCG boots on a loaded 2-core box.
+    os.environ.setdefault("GPUFLEET_VM_BOOT_TIMEOUT", str(BOOT_S))
     try:
         # The image is built (or found) once, before the three clusters ask for it.
         from gpufleet.provision.vmimage import ensure_image, python_share
