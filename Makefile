@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs
 
 .PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench clean
 

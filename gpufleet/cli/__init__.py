@@ -10,7 +10,7 @@ def build_app():
     """The typer app with every command group (built on demand: exec's fast path skips it)."""
     import typer
 
-    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run
+    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run, runs
 
     app = typer.Typer(
         name="gpufleet",
@@ -21,7 +21,7 @@ def build_app():
         rich_markup_mode=None,  # rich help costs ~90 ms of imports on every command
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    for module in (cluster, remote, run, catalog, plan, image, health):
+    for module in (cluster, remote, run, runs, catalog, plan, image, health):
         module.register(app)
     return app
 

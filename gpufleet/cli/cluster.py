@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from components.errors import SpecError
 from gpufleet.cli.common import parse_pairs, parse_ttl, print_json, progress
 
 
@@ -26,8 +28,10 @@ def _auto_name() -> str:
 
 def up(
     name: Annotated[str | None, typer.Option("--name", "-n", help="cluster name")] = None,
-    cloud: Annotated[str, typer.Option(help="local | vm | aws | gcp | azure")] = "local",
-    nodes: Annotated[int, typer.Option(help="number of nodes")] = 2,
+    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
+    ] = None,
     instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
@@ -42,16 +46,36 @@ def up(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
+    hosts: Annotated[
+        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+    ] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
+    ssh_key: Annotated[
+        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+    ] = None,
+    accept_host_keys: Annotated[
+        bool,
+        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the ClusterInfo as JSON")] = False,
 ) -> None:
     """Create a cluster and wait until every node answers SSH."""
     from gpufleet import ops
+    from gpufleet.provision.ssh import from_flags
     from gpufleet.remote import Group
 
+    byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    count = byo.pop("nodes", None)
+    if nodes is not None and count is not None and nodes != count:
+        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
     spec = spec_from_flags(
         name=name or _auto_name(),
         cloud=cloud,
-        nodes=nodes,
+        nodes=count or nodes or 2,
+        **byo,
         instance_type=instance_type,
         region=region,
         zone=zone,
@@ -62,13 +86,13 @@ def up(
         tags=parse_pairs(tag, "tag"),
         image=image,
     )
-    options = {"backend": backend} if backend else {}
+    options = {"backend": backend} if backend else dict(byo_options)
     started = time.monotonic()
     progress(f"creating {spec.nodes} {spec.cloud} nodes for cluster {spec.name}")
     info = ops.create(spec, progress, **options)
     try:
         with Group(info) as g:
-            g.wait_ready(timeout=600 if spec.cloud != "local" else 30)
+            g.wait_ready(timeout={"local": 30, "ssh": 60}.get(spec.cloud, 600))
     except BaseException:
         progress("nodes unreachable: removing what was created")
         ops.destroy(info, progress, **options)

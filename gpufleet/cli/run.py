@@ -19,8 +19,10 @@ def run(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="name of the new cluster")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | vm | aws | gcp | azure")] = "local",
-    nodes: Annotated[int, typer.Option(help="number of nodes")] = 2,
+    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
+    ] = None,
     instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
     region: Annotated[str | None, typer.Option()] = None,
     zone: Annotated[str | None, typer.Option()] = None,
@@ -30,7 +32,9 @@ def run(
     ] = False,
     ttl: Annotated[str, typer.Option(help="node-side expiry of a created cluster")] = "4h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
-    launcher: Annotated[str, typer.Option(help="torchrun | none | mpirun")] = "torchrun",
+    launcher: Annotated[
+        str, typer.Option(help="torchrun | none | mpirun | deepspeed")
+    ] = "torchrun",
     nproc_per_node: Annotated[
         int | None, typer.Option(help="ranks per node (default: GPUs or 1)")
     ] = None,
@@ -42,27 +46,57 @@ def run(
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
+    hosts: Annotated[
+        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+    ] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
+    ssh_key: Annotated[
+        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+    ] = None,
+    accept_host_keys: Annotated[
+        bool,
+        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(help="USD: refuse to start if the nodes' price for the whole TTL exceeds it"),
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option(help="stop the whole run after this long (e.g. 45m, 2h); exit 124"),
+    ] = None,
 ) -> None:
     """Create a cluster (or reuse one), run a distributed job on it, and tear it down.
 
     Exits with the job's exit code (the first failing rank's), 130 on Ctrl-C, 143 on SIGTERM.
     """
     from gpufleet.cli.cluster import spec_from_flags
-    from gpufleet.job import JobRequest, run_job
-    from gpufleet.launch import LaunchOptions
+    from gpufleet.job import JobRequest
+    from gpufleet.launch import LAUNCHERS, LaunchOptions
 
-    if launcher not in ("torchrun", "none", "mpirun"):
-        raise typer.BadParameter("use torchrun, none or mpirun", param_hint="--launcher")
+    if launcher not in LAUNCHERS:
+        raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
     if not command:
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
+    from components.errors import SpecError
+    from gpufleet.provision.ssh import from_flags
+
+    byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    count = byo.pop("nodes", None)
+    if nodes is not None and count is not None and nodes != count:
+        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
     spec = None
     if cluster is None:
         spec = spec_from_flags(
             name=name or "run-" + secrets.token_hex(3),
             cloud=cloud,
-            nodes=nodes,
+            nodes=count or nodes or 2,
+            **byo,
             instance_type=instance_type,
             region=region,
             zone=zone,
@@ -79,6 +113,10 @@ def run(
         run_id=secrets.token_hex(4),
         env=parse_pairs(env, "env"),
     )
+    usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
+    timeout_s = _seconds(timeout) if timeout else None
+    if max_cost is not None:
+        _check_budget(max_cost, usd_per_hour, spec, cluster)
     gate = None
     if health_gate:
         from gpufleet.health import gate_hook
@@ -92,8 +130,131 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        provision_options=byo_options,
     )
-    raise typer.Exit(run_job(req, progress, node_printer()))
+    raise typer.Exit(_recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s))
+
+
+def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s) -> int:
+    """run_job, with its record and merged log kept under $GPUFLEET_HOME/runs/<id>/."""
+    import time
+
+    from gpufleet import deadline
+    from gpufleet import runs as runlog
+    from gpufleet.errors import GpufleetError
+    from gpufleet.job import run_job
+    from gpufleet.signals import Interrupted
+
+    rec = runlog.RunRecord(
+        id=req.launch.run_id,
+        cluster=cluster,
+        cloud=cloud,
+        nodes=nodes,
+        launcher=req.launch.launcher,
+        command=list(req.launch.command),
+        started_at=time.time(),
+        usd_per_hour=usd_per_hour,
+    )
+    recorder = runlog.Recorder(rec)
+    printer = node_printer()
+
+    def say(message: str) -> None:
+        progress(message)
+        recorder.progress(message)
+
+    def stream(node: str, line: str, is_err: bool) -> None:
+        printer(node, line, is_err)
+        recorder.line(node, line, is_err)
+
+    say(f"run {rec.id} (`gpufleet logs {rec.id}`)")
+    code, status = 1, "failed"
+    try:
+        if timeout_s:
+            deadline.arm(timeout_s)
+        code = run_job(req, say, stream)
+        status = "succeeded" if code == 0 else "failed"
+        return code
+    except deadline.TimedOut as e:
+        code, status = e.exit_code, "timed out"
+        raise
+    except Interrupted as e:
+        code, status = e.exit_code, "interrupted"
+        raise
+    except GpufleetError as e:
+        code = e.exit_code
+        raise
+    finally:
+        deadline.disarm()
+        recorder.finish(code, status)
+        cost = "" if rec.cost_usd is None else f", about ${rec.cost_usd:.2f}"
+        progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
+
+
+def _seconds(text: str) -> float:
+    """'90s', '45m', '1h30m' or plain minutes -> seconds."""
+    import re
+
+    from components.errors import SpecError
+
+    t = text.strip().lower()
+    if t.isdigit():
+        return int(t) * 60.0
+    parts = re.findall(r"(\d+)([smhd])", t)
+    if not parts or "".join(n + u for n, u in parts) != t or not any(int(n) for n, _ in parts):
+        raise SpecError("timeout", f"{text!r} is not a duration", "write it like 90s, 45m or 2h")
+    return float(sum(int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts))
+
+
+def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
+    """($/hour of the run's nodes or None if unknown, nodes, cloud, cluster name)."""
+    if spec is not None:
+        cloud, itype, nodes, name = spec.cloud, spec.instance_type, spec.nodes, spec.name
+    else:
+        from gpufleet import state
+
+        info = state.load(cluster or "")
+        cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
+    if cloud in ("local", "vm", "ssh"):
+        return 0.0, nodes, cloud, name  # nothing rented
+    from components import catalog
+    from components.errors import CatalogError
+
+    try:
+        price = catalog.lookup(cloud, itype or "").price_per_hour
+    except CatalogError:
+        price = None
+    return (price * nodes if price is not None else None), nodes, cloud, name
+
+
+def _check_budget(max_cost, usd_per_hour, spec, cluster) -> None:
+    """Refuse before anything is created when the nodes' price over their TTL exceeds it:
+    the TTL, not --timeout, bounds what a run can cost if the CLI itself dies."""
+    import time
+
+    from components.errors import SpecError
+
+    if usd_per_hour is None:
+        raise SpecError(
+            "max_cost", "the catalog has no price for these nodes", "drop --max-cost, or add one"
+        )
+    if spec is not None:
+        hours = spec.ttl_minutes / 60 if spec.ttl_minutes else None
+    else:
+        from gpufleet import state
+
+        expires = state.load(cluster or "").expires_at
+        hours = max(0.0, (expires - time.time()) / 3600) if expires else None
+    if usd_per_hour == 0:
+        return
+    if hours is None:
+        raise SpecError("max_cost", "the cluster never expires", "give it a TTL")
+    worst = usd_per_hour * hours
+    if worst > max_cost:
+        raise SpecError(
+            "max_cost",
+            f"{worst:.2f} USD at ${usd_per_hour:.2f}/h for {hours:g}h is over {max_cost:g} USD",
+            "shorten --ttl or --timeout, use fewer or smaller nodes, or raise --max-cost",
+        )
 
 
 def register(app: typer.Typer) -> None:
