@@ -19,7 +19,7 @@ def run(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="name of the new cluster")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | ssh | aws | gcp | azure")] = "local",
+    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
     nodes: Annotated[
         int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
     ] = None,
@@ -222,7 +222,7 @@ def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
 
         info = state.load(cluster or "")
         cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
-    if cloud in ("local", "ssh"):
+    if cloud in ("local", "vm", "ssh"):
         return 0.0, nodes, cloud, name  # nothing rented
     from components import catalog
     from components.errors import CatalogError
