@@ -21,6 +21,7 @@ __all__ = [
     "SpecError",
     "SSHUnreachable",
     "StateDamaged",
+    "SyncFailed",
 ]
 
 
@@ -202,3 +203,17 @@ class NodeRefused(GpufleetError):
         )
         self.cluster = cluster
         self.nodes = nodes
+
+
+class SyncFailed(GpufleetError):
+    """rsync could not copy the working directory to a node; carries its exit code and output."""
+
+    exit_code = 1
+
+    def __init__(self, node: str, code: int, detail: str):
+        super().__init__(
+            f"sync to {node} failed (rsync exit {code}): {detail}",
+            hint="check the node's disk space and that its workdir is writable; "
+            "`--sync-method paramiko` copies without rsync",
+        )
+        self.node, self.code, self.detail = node, code, detail

@@ -52,6 +52,8 @@ class JobRequest:
     ssh_timeout: float = 600.0
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
     fail_fast: bool = True  # the first failing node stops the job everywhere
+    include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
+    exclude: list[str] = field(default_factory=list)  # never sync these
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
 
 
@@ -155,9 +157,14 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         if created is not None:
             lease = _LeaseKeeper(group, progress)
             lease.start()
-        archive, count = sync.pack(req.workdir)
-        progress(f"copying {count} files ({len(archive) / 1024:.0f} KiB) to every node")
-        group.put_archive(archive)
+        sync.sync(
+            info,
+            req.workdir,
+            group=group,
+            include=req.include,
+            exclude=req.exclude,
+            progress=progress,
+        )
         if req.setup:
             progress(f"setup: {req.setup}")
             group.run(setup_command(info, req.setup), stream=stream, what="setup", liveness=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from components.fabric import library_paths, nccl_env
+from components.fabric import instance_nccl_env, library_paths
 from components.spec import ClusterInfo
 from gpufleet import hostfile, sshconfig
 
@@ -36,7 +36,7 @@ def run_dir(opts: LaunchOptions) -> str:
 
 def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
     """What every process on node `node_index` gets (the fabric's NCCL settings included)."""
-    env = nccl_env(info.fabric, len(info.nodes))
+    env = instance_nccl_env(info.cloud, info.instance_type, info.fabric, len(info.nodes))
     env.update(info.env)
     env.update(hostfile.env_vars(info, opts.nproc_per_node))
     env.update(

@@ -10,7 +10,7 @@ def build_app():
     """The typer app with every command group (built on demand: exec's fast path skips it)."""
     import typer
 
-    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run, runs
+    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run, runs, sync
 
     app = typer.Typer(
         name="gpufleet",
@@ -21,7 +21,7 @@ def build_app():
         rich_markup_mode=None,  # rich help costs ~90 ms of imports on every command
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    for module in (cluster, remote, run, runs, catalog, plan, image, health):
+    for module in (cluster, remote, run, runs, sync, catalog, plan, image, health):
         module.register(app)
     return app
 
@@ -37,7 +37,17 @@ def _fast_exec(args: list[str]) -> int | None:
     from gpufleet.execute import run_exec
 
     info = state.load_view(parsed["name"])
-    return run_exec(info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"])
+    return run_exec(
+        info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"], parsed["tree"]
+    )
+
+
+def _fast_sync(args: list[str]) -> int | None:
+    """`sync` without typer: its start-up would be most of a no-change sync."""
+    from gpufleet import sync
+
+    parsed = sync.parse_fast(args)
+    return None if parsed is None else sync.run_fast(parsed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     install_handlers()
     try:
         fast = _fast_exec(args)
+        if fast is None:
+            fast = _fast_sync(args)
         if fast is not None:
             return fast
         build_app()(args=args, prog_name="gpufleet")

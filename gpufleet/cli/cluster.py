@@ -28,7 +28,7 @@ def _auto_name() -> str:
 
 def up(
     name: Annotated[str | None, typer.Option("--name", "-n", help="cluster name")] = None,
-    cloud: Annotated[str, typer.Option(help="local | ssh | aws | gcp | azure")] = "local",
+    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
     nodes: Annotated[
         int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
     ] = None,

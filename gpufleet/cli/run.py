@@ -19,7 +19,7 @@ def run(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="name of the new cluster")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | ssh | aws | gcp | azure")] = "local",
+    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
     nodes: Annotated[
         int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
     ] = None,
@@ -51,6 +51,12 @@ def run(
     ] = None,
     env: Annotated[list[str], typer.Option("--env", "-e", help="KEY=VALUE for every rank")] = [],  # noqa: B006
     workdir: Annotated[Path, typer.Option(help="directory copied to every node")] = Path("."),
+    include: Annotated[
+        list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
+    ] = [],  # noqa: B006
+    exclude: Annotated[
+        list[str], typer.Option(help="never copy paths matching this (repeat)")
+    ] = [],  # noqa: B006
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
@@ -146,6 +152,8 @@ def run(
         keep=keep,
         health_gate=gate,
         fail_fast=fail_fast,
+        include=list(include),
+        exclude=list(exclude),
         provision_options=byo_options,
     )
     raise typer.Exit(_recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s))
@@ -230,7 +238,7 @@ def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
 
         info = state.load(cluster or "")
         cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
-    if cloud in ("local", "ssh"):
+    if cloud in ("local", "vm", "ssh"):
         return 0.0, nodes, cloud, name  # nothing rented
     from components import catalog
     from components.errors import CatalogError

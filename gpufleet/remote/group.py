@@ -135,20 +135,28 @@ class Group:
         *,
         connect_timeout: float = 10.0,
         max_workers: int | None = None,
+        share: Group | None = None,
     ):
         self.info = info
         self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
         self.connect_timeout = connect_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
-        self._transports: dict[str, Any] = {}
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
-        self._node_locks: dict[str, threading.RLock] = {}
-        self._creds: tuple[Any, dict] | None = None
+        # A group made with share= uses (and never closes) the connections of `share`.
+        self._owner = share is None
+        self._transports: dict[str, Any] = {} if share is None else share._transports
+        self._tlock = threading.Lock() if share is None else share._tlock  # _transports
+        self._node_locks: dict[str, threading.RLock] = {} if share is None else share._node_locks
+        self._creds: tuple[Any, dict] | None = None if share is None else share._creds
         self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
         self.lost: dict[str, str] = {}  # node -> why it is considered lost
         self._probing: set[str] = set()
+
+    def subset(self, nodes: list[str]) -> Group:
+        """A group of some of these nodes on the same connections (close() leaves them open)."""
+        return Group(self.info, nodes, connect_timeout=self.connect_timeout, share=self)
 
     def __enter__(self) -> Group:
         return self
@@ -165,7 +173,7 @@ class Group:
         return self._creds
 
     def _node_lock(self, node: NodeInfo) -> threading.RLock:
-        with self._lock:
+        with self._tlock:
             return self._node_locks.setdefault(node.name, threading.RLock())
 
     def _connect(self, node: NodeInfo) -> Any:
@@ -187,7 +195,7 @@ class Group:
                 via=via,
             )
             t.set_keepalive(KEEPALIVE_S)
-            with self._lock:
+            with self._tlock:
                 old = self._transports.get(node.name)
                 self._transports[node.name] = t
         if old is not None:
@@ -241,7 +249,7 @@ class Group:
 
     def reconnect(self, timeout: float = 30.0) -> None:
         """Close every connection and open them again (checking the pinned keys again)."""
-        with self._lock:
+        with self._tlock:
             transports = list(self._transports.values())
             self._transports.clear()
         for t in reversed(transports):
@@ -487,10 +495,6 @@ class Group:
         """Write relative path -> content under every node's workdir."""
         self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)
 
-    def put_archive(self, tar_gz: bytes) -> None:
-        """Unpack a .tar.gz into every node's workdir."""
-        self.run("tar -xzf -", stdin=tar_gz, what="upload")
-
     def _kill(self, node: NodeInfo, grace_s: float = 5.0) -> None:
         pid = self._pids.get(node.name)
         if pid is None or node.name in self.lost:
@@ -541,9 +545,11 @@ class Group:
 
     def close(self) -> None:
         self._stop.set()
-        with self._lock:
-            transports = list(self._transports.values())
-            self._transports.clear()
+        transports = []
+        if self._owner:
+            with self._tlock:
+                transports = list(self._transports.values())
+                self._transports.clear()
         for t in reversed(transports):  # tunnelled ones before the head's they run inside
             t.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
