@@ -24,10 +24,10 @@ RESERVATION_RE = {
 }
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "vm": "gpufleet"}
-# azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
+# azure: one availability set (the InfiniBand domain gpufleet uses) holds at most 200 VMs.
 MAX_TTL_MINUTES = 366 * 1440
 # vm: each node is a whole QEMU VM (1.5 GiB) on this machine.
-MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
+MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
 
 
 class ClusterSpec(BaseModel):

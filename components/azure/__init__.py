@@ -1,9 +1,10 @@
-"""Azure GPU fleets: one Flexible scale set in a proximity group, InfiniBand-safe VNet, HPC image.
+"""Azure GPU fleets: one availability set in a proximity group, InfiniBand-safe VNet, HPC image.
 
-Grouping: InfiniBand is set up between VMs of one scale set (ND A100 v4 / ND H100 v5 pages;
-CycleCloud and az-hop use scale sets). gpufleet creates individual VMs joined to one Flexible
-scale set: each VM keeps its own NIC resource, whose private address (and its public IP's) the
-stack can output for ClusterInfo, Spot is allowed, and the availability set's 200-VM cap goes.
+Grouping: InfiniBand connects VMs of one availability set, or of one Uniform scale set with a
+single placement group; a Flexible scale set gets none (azure-compute-docs,
+virtual-machine-scale-sets-orchestration-modes.md, "Infiniband Networking"). gpufleet creates
+individual VMs in one availability set: each VM keeps its own NIC resource, whose addresses the
+stack outputs for ClusterInfo. The set holds at most 200 VMs and takes no Spot VM.
 
 Azure has no native VM TTL (facts §3.7) and a VM powered off from inside is still billed
 (facts §0.12). Every node gets its own user-assigned identity, allowed (Virtual Machine

@@ -1,4 +1,4 @@
-"""`gpufleet:azure:GpuFleet`: VMs in one Flexible scale set + proximity group, accelerated NICs."""
+"""`gpufleet:azure:GpuFleet`: VMs in one availability set + proximity group, accelerated NICs."""
 
 from __future__ import annotations
 
@@ -41,18 +41,22 @@ class GpuFleet(GpufleetComponent):
             opts=child,
             **common,
         )
-        # InfiniBand is set up between the VMs of one scale set (ND A100 v4 / ND H100 v5
-        # pages; CycleCloud and az-hop use scale sets). A Flexible one takes individual VMs,
-        # each with its own NIC resource the stack can read addresses from, takes Spot VMs,
-        # and is not held to an availability set's 200 VMs.
-        vmss = az.compute.VirtualMachineScaleSet(
-            f"{name}-vmss",
-            orchestration_mode="Flexible",
-            platform_fault_domain_count=1,
-            proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
-            opts=child,
-            **common,
-        )
+        # InfiniBand connects VMs of one availability set or of one Uniform scale set with a
+        # single placement group; a Flexible scale set gets none ("Infiniband Networking: No",
+        # azure-compute-docs virtual-machine-scale-sets-orchestration-modes.md). Individual VMs
+        # in an availability set keep one VM resource per node (addresses, identity, TTL).
+        # Spot VMs cannot join one; check_spec keeps InfiniBand sizes off spot.
+        avset = None
+        if not spec.spot:
+            avset = az.compute.AvailabilitySet(
+                f"{name}-avset",
+                platform_fault_domain_count=1,
+                platform_update_domain_count=1,
+                proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
+                sku=az.compute.SkuArgs(name="Aligned"),
+                opts=child,
+                **common,
+            )
         client = az.authorization.get_client_config_output()
         role = client.subscription_id.apply(
             lambda sub: (
@@ -104,7 +108,7 @@ class GpuFleet(GpufleetComponent):
                     nic,
                     os_disk_name=os_disk_name(vm_name),
                 ),
-                virtual_machine_scale_set=az.compute.SubResourceArgs(id=vmss.id),
+                availability_set=az.compute.SubResourceArgs(id=avset.id) if avset else None,
                 proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
                 identity=az.compute.VirtualMachineIdentityArgs(
                     type="UserAssigned", user_assigned_identities=[identity.id]

@@ -83,6 +83,16 @@ def check_spec(spec: Any) -> None:
             "is empty; the NSG would have no address to let SSH in from",
             "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
         )
+    if spec.spot and spec.fabric == "infiniband":
+        # ARM refuses Spot VMs in an availability set (azure-compute-docs
+        # virtual-machine-scale-sets-orchestration-modes.md: "Spot instances: No, Regular
+        # priority instances only"), and the availability set is what gives ND sizes InfiniBand.
+        raise SpecError(
+            "spot",
+            f"{spec.instance_type} nodes need one availability set for InfiniBand, and Azure "
+            "allows no Spot VM in an availability set",
+            "set spot: false, or pick a size without InfiniBand (e.g. Standard_NC96ads_A100_v4)",
+        )
     spec_rules(spec)
 
 

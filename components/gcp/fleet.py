@@ -36,7 +36,9 @@ def scheduling(spec: Any, expires_at: float) -> Any:
     the VM stops, so a guest poweroff before it left a stopped VM and its disks billed
     (limit-vm-runtime docs). terminationTime is absolute and the guest never powers off on GCP.
     """
-    args: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": False}
+    # A standard VM restarts after a host event: left TERMINATED, GCE would clear its
+    # termination timestamp and never delete it. Spot VMs must not restart (provider rule).
+    args: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": not spec.spot}
     if spec.spot:
         args.update(provisioning_model="SPOT", preemptible=True)
     else:

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from components import stackconfig
 from components.aws.fleet import (
     DLAMI_SSM_PARAMETER,
     USER_DATA_LIMIT,
@@ -17,6 +18,7 @@ from components.aws.fleet import (
     image_id,
 )
 from components.errors import GpufleetError, SpecError
+from components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -351,6 +353,25 @@ def test_contract_outputs(p4d):
 def test_a_stack_without_ssh_cidrs_is_refused_before_anything_is_declared():
     err = spec_error(lambda: plan("aws-p4d", ssh_cidrs=[]))
     assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "0.0.0.0/1", "64.0.0.0/3"])
+def test_ssh_cidrs_that_would_take_the_internet_from_the_workers_nat_are_refused(cidr):
+    """Workers have no public IPv4 and reach the internet only through the NAT gateway; VPC
+    route tables send traffic by the most specific route (VPC user guide, route-tables.md,
+    "Route priority"), and the fleet subnet routes the SSH clients' CIDRs to the internet
+    gateway so the head answers from its Elastic IP. A very wide SSH CIDR would send that much
+    of the internet to an IGW that workers cannot use: no apt, no EFA installer on workers.
+    Refused before anything is declared, in the stack file and from flags alike."""
+    err = spec_error(lambda: plan("aws-p4d", ssh_cidrs=[cidr]))
+    assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
+    assert "public_workers" in err.fix
+    config = stackconfig.stack_config("aws-p4d")
+    data = stackconfig.spec_from_config(config, stack="aws-p4d").model_dump()
+    with pytest.raises(SpecError):
+        ClusterSpec.from_input({**data, "ssh_cidrs": [cidr]})
+    ok = ClusterSpec.from_input({**data, "ssh_cidrs": [cidr], "public_workers": True})
+    assert plan("aws-p4d", **{"ssh_cidrs": ok.ssh_cidrs, "public_workers": True}).of_type(LT)
 
 
 def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it():

@@ -1,4 +1,4 @@
-"""Azure stacks under mocks: one Flexible scale set + PPG, VNet clear of 172.16/16, image, NSG."""
+"""Azure stacks under mocks: one availability set + PPG, VNet clear of 172.16/16, image, NSG."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import ipaddress
 
 import pytest
 
+from components import stackconfig
 from components.azure.mocks import FAKE_SUBSCRIPTION
 from components.errors import SpecError
+from components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "azure-native:compute:VirtualMachine"
@@ -26,23 +28,32 @@ def nd():
 
 
 @pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
-def test_nodes_share_one_flexible_scale_set_in_one_proximity_group(stack):
-    """ND A100 v4 / ND H100 v5: InfiniBand is "configured automatically between VMs in the same
-    virtual machine scale set" (azure-docs ndasra100v4 / ndh100v5 series pages); Microsoft's
-    CycleCloud and az-hop put ND nodes in scale sets. Individual VMs join one Flexible scale
-    set (orchestration Flexible, one fault domain), not an availability set."""
+def test_nodes_share_one_availability_set_in_one_proximity_group(stack):
+    """InfiniBand connects VMs of one availability set or one Uniform scale set with a single
+    placement group; a Flexible scale set gets no InfiniBand at all (azure-compute-docs,
+    articles/virtual-machine-scale-sets/virtual-machine-scale-sets-orchestration-modes.md,
+    Networking table: "Infiniband Networking | No | Yes, single placement group only | Yes").
+    So every ND node sits in one availability set with one fault domain, and no Flexible set."""
     nd = plan(stack)
-    vmss = nd.one("azure-native:compute:VirtualMachineScaleSet")
-    assert vmss.inputs["orchestrationMode"] == "Flexible"
-    assert vmss.inputs["platformFaultDomainCount"] == 1
-    assert not nd.of_type("azure-native:compute:AvailabilitySet")
+    avset = nd.one("azure-native:compute:AvailabilitySet")
+    assert avset.inputs["platformFaultDomainCount"] == 1
+    assert not nd.of_type("azure-native:compute:VirtualMachineScaleSet")
     (ppg,) = nd.of_type("azure-native:compute:ProximityPlacementGroup")
     vms = nd.of_type(VM)
     assert len(vms) == 2
-    assert {vm.inputs["virtualMachineScaleSet"]["id"] for vm in vms} == {f"{vmss.name}-id"}
-    assert all("availabilitySet" not in vm.inputs for vm in vms)
+    assert {vm.inputs["availabilitySet"]["id"] for vm in vms} == {f"{avset.name}-id"}
+    assert all("virtualMachineScaleSet" not in vm.inputs for vm in vms)
     assert {vm.inputs["proximityPlacementGroup"]["id"] for vm in vms} == {f"{ppg.name}-id"}
-    assert vmss.inputs["proximityPlacementGroup"]["id"] == f"{ppg.name}-id"
+    assert avset.inputs["proximityPlacementGroup"]["id"] == f"{ppg.name}-id"
+
+
+def test_an_infiniband_cluster_stays_within_an_availability_sets_200_vms():
+    """An availability set holds at most 200 VMs (same page, "Maximum Instance Count": 200)."""
+    config = stackconfig.stack_config("azure-nd-a100")
+    data = stackconfig.spec_from_config(config, stack="azure-nd-a100").model_dump()
+    with pytest.raises(SpecError) as e:
+        ClusterSpec.from_input({**data, "nodes": 201})
+    assert e.value.field == "nodes" and "200" in e.value.problem
 
 
 def test_vnet_avoids_the_rdma_range(nd):
@@ -167,15 +178,19 @@ def test_vms_wait_for_a_role_assignment_so_a_contributor_fails_before_any_vm():
     assert "Owner" in fix
 
 
-def test_spot_evicts_by_deletion_inside_the_scale_set():
-    """Spot VMs cannot join an availability set, but may join a Flexible scale set (azure-docs
-    flexible-virtual-machine-scale-sets / spot-vms), so InfiniBand sizes can run on Spot."""
-    for itype in ("Standard_NC96ads_A100_v4", "Standard_ND96asr_v4"):
-        p = plan("azure-nd-a100", instance_type=itype, spot=True)
-        vmss = p.one("azure-native:compute:VirtualMachineScaleSet")
-        for vm in p.of_type(VM):
-            assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
-            assert vm.inputs["virtualMachineScaleSet"]["id"] == f"{vmss.name}-id"
+def test_spot_is_refused_on_infiniband_sizes_and_runs_without_a_set_otherwise():
+    """ARM allows no Spot VM in an availability set (same page: "Spot instances and pricing |
+    ... | No, Regular priority instances only"), and without the set ND nodes share no
+    InfiniBand: spot is refused on InfiniBand sizes; other sizes run Spot, evicted by deletion,
+    outside any set."""
+    with pytest.raises(SpecError) as e:
+        plan("azure-nd-a100", instance_type="Standard_ND96asr_v4", spot=True)
+    assert e.value.field == "spot"
+    p = plan("azure-nd-a100", instance_type="Standard_NC96ads_A100_v4", spot=True)
+    assert not p.of_type("azure-native:compute:AvailabilitySet")
+    for vm in p.of_type(VM):
+        assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
+        assert "availabilitySet" not in vm.inputs
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,21 @@ def test_ttl_is_an_absolute_termination_time_that_deletes(stack):
         assert s["provisioningModel"] == ("SPOT" if stack == "gcp-a2" else "STANDARD")
 
 
+@pytest.mark.parametrize("stack", ["gcp-a2", "gcp-g2"])  # spot and standard
+def test_a_standard_vm_stopped_by_a_host_event_comes_back_so_its_expiry_still_deletes(stack):
+    """GPU VMs cannot live-migrate (onHostMaintenance TERMINATE), so a host maintenance event or
+    host error stops them; with automaticRestart false a standard VM then stays TERMINATED, and
+    "the termination timestamp is automatically cleared whenever a VM is stopped"
+    (cloud.google.com/compute/docs/instances/limit-vm-runtime; instances/host-maintenance-
+    overview: automaticRestart restarts a VM terminated by a host event). A standard VM must
+    restart so its terminationTime still deletes it; a Spot VM may not set automaticRestart
+    (provider: "preemptible instances cannot be automatically restarted")."""
+    for vm in plan(stack).of_type(VM):
+        s = vm.inputs["scheduling"]
+        assert s["onHostMaintenance"] == "TERMINATE"
+        assert s["automaticRestart"] is (stack == "gcp-g2")
+
+
 def test_ssh_firewall_only_from_stack_cidrs(a2):
     fws = {f.name: f for f in a2.of_type("gcp:compute/firewall:Firewall")}
     ssh = fws["gcp-a2-ssh"].inputs
