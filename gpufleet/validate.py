@@ -90,7 +90,7 @@ def _module(name: str, workdir: Path, setup: str | None) -> None:
         raise SpecError(
             "command",
             f"module {name} is neither in the workdir {workdir} nor installed",
-            "put its package in --workdir, or install it on the nodes with --setup 'pip install ...'",
+            "put its package in --workdir, or install it on the nodes with --setup 'pip install'",
         )
     base = workdir.joinpath(*parts)
     if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
