@@ -53,7 +53,37 @@ def gate(
         sys.stderr.write("\n".join(cost.summary(est)) + "\n")
         sys.stderr.write("Create it? [Y/n] ")
         sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()
-        if answer not in ("", "y", "yes"):
+        if not _yes():
             raise Declined()
+    if spec.cloud in PULUMI_CLOUDS:
+        ensure_pulumi(yes)
     return est
+
+
+def _yes() -> bool:
+    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
+
+
+def ensure_pulumi(yes: bool) -> None:
+    """First cloud use without the Pulumi CLI: install the pinned one (--yes, or asked)."""
+    from gpufleet import pulumicli
+    from gpufleet.cli.common import progress
+    from gpufleet.errors import MissingTool
+    from gpufleet.provision.pulumi import find_pulumi
+
+    try:
+        find_pulumi()
+        return
+    except MissingTool:
+        if not yes and not sys.stdin.isatty():
+            raise
+    if not yes:
+        sys.stderr.write(
+            f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
+            f"{pulumicli.install_root()}? [Y/n] "
+        )
+        sys.stderr.flush()
+        if not _yes():
+            raise Declined()
+    pulumicli.install(progress)
+    find_pulumi()
