@@ -145,6 +145,7 @@ def run_files(info: ClusterInfo, opts: LaunchOptions) -> dict[str, str]:
 # after every node's agent has exited, or the connection drops because gpufleet died).
 RENDEZVOUS_STORE = f'''\
 """gpufleet rendezvous store: a TCPStore that outlives every torchrun agent of the job."""
+import os
 import sys
 from datetime import timedelta
 
@@ -155,6 +156,11 @@ store = TCPStore(
     timeout=timedelta(hours=1),
 )
 print("{STORE_READY}", flush=True)
+# Later messages go to a file: nobody reads this channel's output until it closes.
+log = os.open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "store.log"),
+              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.dup2(log, 1)
+os.dup2(log, 2)
 sys.stdin.read()
 '''
 
