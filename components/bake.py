@@ -288,5 +288,7 @@ def bake_program(spec: Any) -> dict[str, Any]:
     """Declare the spec's cloud's ImageBake; its exports (the image id a stack can name)."""
     from components.registry import bake_class
 
+    # One public builder: no workers, so no NAT for them (components/<cloud>/network.py).
+    spec = spec.model_copy(update={"nodes": 1})
     bake = bake_class(spec.cloud)(f"{spec.name}-image", spec)
     return {"image_id": bake.image_id}

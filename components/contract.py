@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.spec import ClusterInfo, NodeInfo
+from components.spec import ClusterInfo, HostKeyRotation, NodeInfo
 
 # Every GpufleetComponent registers exactly these outputs (tests assert it per cloud).
 OUTPUT_NAMES: tuple[str, ...] = (
@@ -14,8 +14,10 @@ OUTPUT_NAMES: tuple[str, ...] = (
     "fabric",
     "ssh_user",
     "ssh_private_key",  # secret: the cluster's user key, OpenSSH PEM
-    "nodes",  # [{name, private_ip, public_ip, gpus, host_key, instance_id}], head first
-    "known_hosts",  # pinned host keys, one line per address
+    # [{name, private_ip, public_ip, gpus, host_key, instance_id}], head first; public_ip is
+    # None on a node without one (workers by default: reached through the head)
+    "nodes",
+    "known_hosts",  # pinned bootstrap host keys, one line per address
     "expires_at",  # epoch seconds
 )
 
@@ -47,10 +49,12 @@ def cluster_info_from_outputs(
         NodeInfo(
             name=n["name"],
             private_ip=n["private_ip"],
-            public_ip=n.get("public_ip") or n["private_ip"],
+            public_ip=n.get("public_ip") or None,
             gpus=int(n.get("gpus", 0)),
             host_key=n["host_key"],
             instance_id=n.get("instance_id"),
+            # The key came in the node's user data: replaced on first contact (hostkeys.py).
+            bootstrap_host_key=True,
         )
         for n in outputs["nodes"]
     ]
@@ -65,4 +69,5 @@ def cluster_info_from_outputs(
         fabric=outputs["fabric"],
         expires_at=float(outputs["expires_at"]),
         provider=provider or {},
+        host_key_rotation=HostKeyRotation(),
     )

@@ -99,7 +99,8 @@ class GpufleetComponent(pulumi.ComponentResource):
         )
 
     def finish(self, nodes: list[dict[str, Any]]) -> None:
-        """Register the contract outputs. `nodes`: head first, values may be Outputs."""
+        """Register the contract outputs. `nodes`: head first, values may be Outputs;
+        a node's public_ip is None when it has none (workers unless spec.public_workers)."""
         spec = self.spec
         gpus = spec.gpus
         node_outputs = [
@@ -109,7 +110,7 @@ class GpufleetComponent(pulumi.ComponentResource):
                 lambda v, i=i: {
                     "name": f"node-{i}",
                     "private_ip": v[0],
-                    "public_ip": v[1] or v[0],
+                    "public_ip": v[1] or None,  # None: reached through the head
                     "gpus": gpus,
                     "host_key": " ".join(v[2].split()[:2]),
                     "instance_id": v[3],

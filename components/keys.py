@@ -1,4 +1,4 @@
-"""Per-cluster SSH user key and per-node ed25519 host keys (pulumi_tls), pinned before first use."""
+"""Per-cluster SSH user key and per-node bootstrap host keys (pulumi_tls), pinned before use."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 @dataclass
 class ClusterKeys:
     user: Any  # pulumi_tls.PrivateKey
-    hosts: list[Any]  # one pulumi_tls.PrivateKey per node, head first
+    # One pulumi_tls.PrivateKey per node, head first: the bootstrap host key its user data
+    # carries, replaced by a key made on the node at first contact (gpufleet/remote/hostkeys.py).
+    hosts: list[Any]
 
 
 def cluster_keys(name: str, node_count: int, parent: Any) -> ClusterKeys:

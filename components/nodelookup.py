@@ -17,3 +17,14 @@ def find_node(cluster: str, nodes: list[Any], name_or_index: str | int) -> Any:
         f"cluster {cluster!r} has no node {key!r}",
         hint="nodes are " + ", ".join(n.name for n in nodes),
     )
+
+
+def jump_host(nodes: list[Any], node: Any) -> Any:
+    """The node to tunnel through to reach `node`: the head, when `node` has no public address.
+
+    For ClusterInfo and the plain view exec's fast path loads (state.load_view).
+    """
+    head = nodes[0]
+    if getattr(node, "public_ip", None) or node.name == head.name:
+        return None
+    return head

@@ -46,6 +46,9 @@ class ClusterSpec(BaseModel):
     hosts: list[str] = Field(default_factory=list, description="cloud=ssh: the hosts you own")
     vpc_id: str | None = None
     subnet_id: str | None = None
+    public_workers: bool = Field(
+        False, description="give every node a public address; default: the head only"
+    )
 
     @field_validator("name")
     @classmethod
@@ -215,12 +218,29 @@ class NodeInfo(BaseModel):
 
     name: str
     private_ip: str
-    public_ip: str
+    public_ip: str | None = Field(
+        None, description="None: no public address; reached through the head (direct-tcpip)"
+    )
     ssh_port: int = 22
     gpus: int = 0
     workdir: str = Field("gpufleet", description="job directory; relative paths are from $HOME")
     host_key: str = Field("", description="the node's pinned public host key, 'type base64'")
     instance_id: str | None = None
+    bootstrap_host_key: bool = Field(
+        False, description="still serving the host key its user data carried (replaced on contact)"
+    )
+
+
+class HostKeyRotation(BaseModel):
+    """Where a node's host key lives and how its sshd reloads it (see remote/hostkeys.py)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    key_file: str = Field(
+        "/etc/ssh/ssh_host_ed25519_key", description="relative paths are from the node's workdir"
+    )
+    reload: str = "systemctl reload ssh 2>/dev/null || systemctl reload sshd"
+    sudo: bool = True
 
 
 class ClusterInfo(BaseModel):
@@ -243,6 +263,9 @@ class ClusterInfo(BaseModel):
     created_at: float = Field(default_factory=time.time)
     expires_at: float | None = None
     provider: dict[str, Any] = Field(default_factory=dict, description="provisioner's own data")
+    host_key_rotation: HostKeyRotation | None = Field(
+        None, description="how to replace bootstrap host keys; None: the nodes' keys are final"
+    )
 
     @field_validator("fabric")
     @classmethod
@@ -264,6 +287,12 @@ class ClusterInfo(BaseModel):
     @property
     def head(self) -> NodeInfo:
         return self.nodes[0]
+
+    def jump_host(self, node: NodeInfo) -> NodeInfo | None:
+        """The node to tunnel through to reach `node`: the head, if `node` has no public address."""
+        from components.nodelookup import jump_host
+
+        return jump_host(self.nodes, node)
 
     def node(self, name_or_index: str | int) -> NodeInfo:
         from components.nodelookup import find_node

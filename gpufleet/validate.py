@@ -9,7 +9,9 @@ from components.errors import SpecError
 
 PORT_RANGE = (1024, 65535)  # below 1024 needs root on the nodes
 # The flags that describe a cluster to create; with --cluster they cannot apply.
-CREATE_FLAGS = ("name", "cloud", "nodes", "instance_type", "region", "zone", "spot", "ttl")
+CREATE_FLAGS = (
+    "name", "cloud", "nodes", "instance_type", "region", "zone", "spot", "public_workers", "ttl",
+)  # fmt: skip
 FLAG_NAMES = {"instance_type": "--instance-type/-t", "ssh_cidr": "--ssh-cidr"}
 _SIZE = re.compile(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", re.IGNORECASE)
 

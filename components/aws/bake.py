@@ -28,7 +28,7 @@ class ImageBake(ImageBakeComponent):
             ami=image_id(spec.image),
             instance_type=builder_type,
             subnet_id=net.subnet_id,
-            vpc_security_group_ids=[net.security_group.id],
+            vpc_security_group_ids=[net.security_group.id, net.ssh_group.id],
             associate_public_ip_address=True,
             user_data_base64=self.user_data().apply(encode_user_data),  # gzip: EC2's 16 KB
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(

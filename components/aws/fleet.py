@@ -56,32 +56,39 @@ def encode_user_data(text: str) -> str:
     return base64.b64encode(packed).decode()
 
 
-def network_interfaces(efa_interfaces: int, subnet_id: Any, sg_id: Any) -> list[Any]:
+def network_interfaces(
+    efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any = None, public: bool = True
+) -> list[Any]:
     """One interface per network card: EFA on cards 0..N-1 when the type has EFA, else one ENA.
 
     Card 0 holds the primary (device 0); the others use device 1, the layout AWS documented
-    for multi-card EFA types and tools such as dstack use (facts §1.2).
+    for multi-card EFA types and tools such as dstack use (facts §1.2). Only a `public` node
+    (the head, unless spec.public_workers) gets a public IPv4 and the SSH-from-outside group
+    `ssh_sg_id`, on its primary interface; the others are reached through it.
     """
     single = efa_interfaces <= 1
-    common = {
-        "subnet_id": subnet_id,
-        "security_groups": [sg_id],
-        "delete_on_termination": "true",  # typed str in the provider (facts §0.3)
-    }
-    if efa_interfaces == 0:
-        return [
-            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                device_index=0, network_card_index=0, associate_public_ip_address="true", **common
-            )
-        ]
-    return [
-        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-            device_index=0 if card == 0 else 1,
+
+    def nic(card: int, **kw: Any) -> Any:
+        groups = [sg_id, ssh_sg_id] if card == 0 and public and ssh_sg_id is not None else [sg_id]
+        return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
+            subnet_id=subnet_id,
+            security_groups=groups,
+            delete_on_termination="true",  # typed str in the provider (facts §0.3)
+            **kw,
+        )
+
+    # "false", not absent: absent falls back to the subnet's MapPublicIpOnLaunch.
+    public_ip = "true" if public else "false"
+    if efa_interfaces == 0:
+        return [nic(0, device_index=0, associate_public_ip_address=public_ip)]
+    return [
+        nic(
+            card,
+            device_index=0 if card == 0 else 1,
             interface_type="efa",
             # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
-            associate_public_ip_address="true" if single else None,
-            **common,
+            associate_public_ip_address=public_ip if single else None,
         )
         for card in range(efa_interfaces)
     ]
@@ -108,7 +115,6 @@ class GpuFleet(GpufleetComponent):
             f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
         )
         ami = image_id(spec.image)
-        nics = network_interfaces(it.efa_interfaces, net.subnet_id, net.security_group.id)
         market = None
         if spec.spot:
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
@@ -120,7 +126,11 @@ class GpuFleet(GpufleetComponent):
 
         instances, eips = [], []
         for i in range(spec.nodes):
-            # One template per node: only the user data (its own host key) differs.
+            public = i == 0 or spec.public_workers
+            nics = network_interfaces(
+                it.efa_interfaces, net.subnet_id, net.security_group.id, net.ssh_group.id, public
+            )
+            # One template per node: the user data (its own host key) and the head's NIC differ.
             template = aws.ec2.LaunchTemplate(
                 f"{name}-node-{i}-lt",
                 image_id=ami,
@@ -163,7 +173,8 @@ class GpuFleet(GpufleetComponent):
                 opts=child,
             )
             instances.append(inst)
-            if it.efa_interfaces > 1:
+            if it.efa_interfaces > 1 and public:
+                # The head only by default: AWS's default quota is 5 EIPs per region.
                 eips.append(
                     aws.ec2.Eip(
                         f"{name}-node-{i}-eip",
@@ -178,7 +189,9 @@ class GpuFleet(GpufleetComponent):
             [
                 {
                     "private_ip": inst.private_ip,
-                    "public_ip": eips[i].public_ip if eips else inst.public_ip,
+                    "public_ip": (eips[i].public_ip if eips else inst.public_ip)
+                    if i == 0 or spec.public_workers
+                    else None,
                     "id": inst.id,
                 }
                 for i, inst in enumerate(instances)

@@ -16,7 +16,10 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             "primary_network_interface_id": f"eni-{count:08x}",
         }
     if typ == "aws:ec2/eip:Eip":
-        return {"public_ip": f"203.0.113.{10 + count % 200}"}
+        return {
+            "public_ip": f"203.0.113.{10 + count % 200}",
+            "allocation_id": f"eipalloc-{count:08x}",
+        }
     if typ == "aws:ec2/launchTemplate:LaunchTemplate":
         return {"latest_version": 1}
     if typ == "aws:ec2/placementGroup:PlacementGroup":

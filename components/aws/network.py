@@ -15,13 +15,16 @@ VPC_CIDR = "10.42.0.0/16"
 # One /20: EFA traffic cannot cross subnets, and every "efa" interface takes an address
 # (p5: 32 per node), so 4091 usable addresses leave room for ~120 p5 nodes.
 SUBNET_CIDR = "10.42.0.0/20"
+# The NAT gateway's own public subnet (the fleet's subnet routes the internet through it).
+NAT_SUBNET_CIDR = "10.42.16.0/28"
 
 
 @dataclass
 class Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    security_group: Any
+    security_group: Any  # the fleet's own traffic (EFA: all to and from itself)
+    ssh_group: Any  # SSH from the allowed CIDRs: the head's primary NIC only, by default
     gateways: list[Any] = field(default_factory=list)  # what an Elastic IP must wait for
 
 
@@ -69,6 +72,64 @@ def ssh_sources(cidrs: list[str]) -> dict[str, list[str]]:
     return {k: v for k, v in (("cidr_blocks", v4), ("ipv6_cidr_blocks", v6)) if v}
 
 
+def fleet_routes(
+    name: str,
+    spec: Any,
+    vpc_id: Any,
+    zone: Any,
+    igw: Any,
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> list[Any]:
+    """The fleet subnet's routes: the internet straight through the gateway when every node
+    is public; otherwise through a NAT gateway, except the SSH clients' CIDRs.
+
+    Workers without a public IPv4 reach the internet (apt, the EFA installer, images) only
+    through NAT. EFA keeps all nodes in one subnet, head included; the head's replies to
+    SSH clients must leave through the internet gateway its Elastic IP is mapped on
+    (through NAT they would come back from another address), hence the more specific
+    routes for spec.ssh_cidrs. The NAT gateway sits in its own small public subnet.
+    """
+    to_igw = [c for c in spec.ssh_cidrs if ipaddress.ip_network(c).version == 4]
+    if spec.public_workers or spec.nodes == 1 or "0.0.0.0/0" in to_igw:
+        return [aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)]
+    nat_subnet = aws.ec2.Subnet(
+        f"{name}-nat-subnet",
+        vpc_id=vpc_id,
+        cidr_block=NAT_SUBNET_CIDR,
+        availability_zone=zone,
+        tags={**tags, "Name": f"{name}-nat-subnet"},
+        opts=opts,
+    )
+    nat_routes = aws.ec2.RouteTable(
+        f"{name}-nat-routes",
+        vpc_id=vpc_id,
+        routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+        tags={**tags, "Name": f"{name}-nat-routes"},
+        opts=opts,
+    )
+    aws.ec2.RouteTableAssociation(
+        f"{name}-nat-routes-assoc", subnet_id=nat_subnet.id, route_table_id=nat_routes.id, opts=opts
+    )
+    nat_ip = aws.ec2.Eip(
+        f"{name}-nat-eip",
+        domain="vpc",
+        tags={**tags, "Name": f"{name}-nat-eip"},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[igw])),
+    )
+    nat = aws.ec2.NatGateway(
+        f"{name}-nat",
+        subnet_id=nat_subnet.id,
+        allocation_id=nat_ip.allocation_id,
+        tags={**tags, "Name": f"{name}-nat"},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[igw])),
+    )
+    return [
+        aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id),
+        *(aws.ec2.RouteTableRouteArgs(cidr_block=c, gateway_id=igw.id) for c in to_igw),
+    ]
+
+
 def build_network(
     name: str,
     spec: Any,
@@ -109,7 +170,7 @@ def build_network(
         routes = aws.ec2.RouteTable(
             f"{name}-routes",
             vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            routes=fleet_routes(name, spec, vpc.id, subnet.availability_zone, igw, tags, opts),
             tags={**tags, "Name": f"{name}-routes"},
             opts=opts,
         )
@@ -121,16 +182,10 @@ def build_network(
     sg = aws.ec2.SecurityGroup(
         f"{name}-sg",
         vpc_id=vpc_id,
-        description=f"gpufleet {spec.name}: SSH from allowed CIDRs, all traffic within the fleet",
+        description=f"gpufleet {spec.name}: all traffic within the fleet",
         ingress=[
-            aws.ec2.SecurityGroupIngressArgs(
-                description="SSH",
-                protocol="tcp",
-                from_port=22,
-                to_port=22,
-                **ssh_sources(spec.ssh_cidrs),
-            ),
-            # EFA needs all traffic to AND from the group itself (facts §1.3).
+            # EFA needs all traffic to AND from the group itself (facts §1.3). Workers' SSH
+            # comes through here too: from the head, inside the VPC.
             aws.ec2.SecurityGroupIngressArgs(
                 description="fleet", protocol="-1", from_port=0, to_port=0, self=True
             ),
@@ -150,4 +205,22 @@ def build_network(
         tags={**tags, "Name": f"{name}-sg"},
         opts=opts,
     )
-    return Network(vpc_id=vpc_id, subnet_id=subnet_id, security_group=sg, gateways=gateways)
+    ssh = aws.ec2.SecurityGroup(
+        f"{name}-ssh",
+        vpc_id=vpc_id,
+        description=f"gpufleet {spec.name}: SSH from allowed CIDRs (the head's public NIC)",
+        ingress=[
+            aws.ec2.SecurityGroupIngressArgs(
+                description="SSH",
+                protocol="tcp",
+                from_port=22,
+                to_port=22,
+                **ssh_sources(spec.ssh_cidrs),
+            ),
+        ],
+        tags={**tags, "Name": f"{name}-ssh"},
+        opts=opts,
+    )
+    return Network(
+        vpc_id=vpc_id, subnet_id=subnet_id, security_group=sg, ssh_group=ssh, gateways=gateways
+    )

@@ -84,7 +84,8 @@ class GpuFleet(GpufleetComponent):
 
         nodes = []
         for i in range(spec.nodes):
-            pip, nic = public_nic(f"{name}-node-{i}", net, child)
+            public = i == 0 or spec.public_workers
+            pip, nic = public_nic(f"{name}-node-{i}", net, child, public)
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -123,7 +124,7 @@ class GpuFleet(GpufleetComponent):
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),
-                    "public_ip": pip.ip_address,
+                    "public_ip": pip.ip_address if pip else None,
                     "id": vm.vm_id,
                 }
             )

@@ -26,6 +26,7 @@ class Network:
     common: dict[str, Any]  # resource_group_name, location, tags: every regional resource
     subnet: Any
     nsg: Any
+    ssh_asg: Any  # NICs in this application security group take SSH from spec.ssh_cidrs
 
 
 def build_network(
@@ -41,13 +42,18 @@ def build_network(
         opts=opts,
         **common,
     )
+    nat = None
+    if not spec.public_workers and spec.nodes > 1:
+        nat = worker_nat(name, common, opts)
     subnet = az.network.Subnet(
         f"{name}-subnet",
         resource_group_name=rg.name,
         virtual_network_name=vnet.name,
         address_prefix=SUBNET_CIDR,
+        nat_gateway=az.network.SubResourceArgs(id=nat.id) if nat else None,
         opts=opts,
     )
+    ssh_asg = az.network.ApplicationSecurityGroup(f"{name}-ssh-asg", opts=opts, **common)
     nsg = az.network.NetworkSecurityGroup(
         f"{name}-nsg",
         security_rules=[
@@ -59,25 +65,54 @@ def build_network(
                 protocol="Tcp",
                 source_address_prefixes=spec.ssh_cidrs,
                 source_port_range="*",
-                destination_address_prefix="*",
+                # Only the NICs in the group (the head's, or every node's with
+                # public_workers); workers take SSH from the head (AllowVnetInBound).
+                destination_application_security_groups=[
+                    az.network.ApplicationSecurityGroupArgs(id=ssh_asg.id)
+                ],
                 destination_port_range="22",
             )
         ],
         opts=opts,
         **common,
     )
-    return Network(rg=rg, common=common, subnet=subnet, nsg=nsg)
+    return Network(rg=rg, common=common, subnet=subnet, nsg=nsg, ssh_asg=ssh_asg)
 
 
-def public_nic(name: str, net: Network, opts: pulumi.ResourceOptions) -> tuple[Any, Any]:
-    """A static public IP and an accelerated NIC in the subnet behind the NSG."""
-    pip = az.network.PublicIPAddress(
-        f"{name}-ip",
+def worker_nat(name: str, common: dict[str, Any], opts: pulumi.ResourceOptions) -> Any:
+    """A NAT gateway for the VMs without a public IP (the workers): new VNets give VMs no
+    default outbound access. A VM with its own public IP (the head) still takes inbound SSH
+    on it, and the replies leave the way they came."""
+    ip = az.network.PublicIPAddress(
+        f"{name}-nat-ip",
         public_ip_allocation_method="Static",
         sku=az.network.PublicIPAddressSkuArgs(name="Standard"),
         opts=opts,
-        **net.common,
+        **common,
     )
+    return az.network.NatGateway(
+        f"{name}-nat",
+        sku=az.network.NatGatewaySkuArgs(name="Standard"),
+        public_ip_addresses=[az.network.SubResourceArgs(id=ip.id)],
+        opts=opts,
+        **common,
+    )
+
+
+def public_nic(
+    name: str, net: Network, opts: pulumi.ResourceOptions, public: bool = True
+) -> tuple[Any, Any]:
+    """An accelerated NIC in the subnet behind the NSG; with a static public IP and in the
+    SSH group when `public` (the head, unless spec.public_workers). pip is None otherwise."""
+    pip = None
+    if public:
+        pip = az.network.PublicIPAddress(
+            f"{name}-ip",
+            public_ip_allocation_method="Static",
+            sku=az.network.PublicIPAddressSkuArgs(name="Standard"),
+            opts=opts,
+            **net.common,
+        )
     nic = az.network.NetworkInterface(
         f"{name}-nic",
         enable_accelerated_networking=True,
@@ -88,7 +123,12 @@ def public_nic(name: str, net: Network, opts: pulumi.ResourceOptions) -> tuple[A
                 primary=True,
                 subnet=az.network.SubnetArgs(id=net.subnet.id),
                 private_ip_allocation_method="Dynamic",
-                public_ip_address=az.network.PublicIPAddressArgs(id=pip.id),
+                public_ip_address=az.network.PublicIPAddressArgs(id=pip.id) if pip else None,
+                application_security_groups=[
+                    az.network.ApplicationSecurityGroupArgs(id=net.ssh_asg.id)
+                ]
+                if public
+                else None,
             )
         ],
         opts=opts,

@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 from components.catalog import lookup
 from components.errors import SpecError
 from components.fleet import GpufleetComponent
-from components.gcp.network import build_networks
+from components.gcp.network import build_networks, ssh_tag, worker_nat
 
 # Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
 # files, still to verify at deploy time). The boot disk names the family itself, not the image
@@ -100,6 +100,8 @@ class GpuFleet(GpufleetComponent):
         zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
+        if not spec.public_workers and spec.nodes > 1 and not spec.vpc_id:
+            worker_nat(name, nets.network, region, child)
 
         policy = None
         if spec.nodes > 1 and it.name.startswith(COMPACT_SERIES):
@@ -122,12 +124,16 @@ class GpuFleet(GpufleetComponent):
 
         vms = []
         for i in range(spec.nodes):
+            public = i == 0 or spec.public_workers
             nics = [
                 gcp.compute.InstanceNetworkInterfaceArgs(
                     network=nets.network,
                     subnetwork=nets.subnetwork,
                     nic_type="GVNIC",
-                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                    # An access config is the external IP: the head's only, by default.
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+                    if public
+                    else None,
                 )
             ]
             nics += [
@@ -151,7 +157,7 @@ class GpuFleet(GpufleetComponent):
                 resource_policies=policy.self_link if policy else None,
                 metadata={"user-data": self.user_data(i), "ssh-keys": ssh_key},
                 labels=node_labels,
-                tags=[name],
+                tags=[name, ssh_tag(name)] if public else [name],
                 allow_stopping_for_update=True,
                 opts=child,
             )
@@ -160,7 +166,9 @@ class GpuFleet(GpufleetComponent):
             [
                 {
                     "private_ip": vm.network_interfaces[0].network_ip,
-                    "public_ip": vm.network_interfaces[0].access_configs[0].nat_ip,
+                    "public_ip": vm.network_interfaces[0].access_configs.apply(
+                        lambda acs: acs[0].nat_ip if acs else None
+                    ),
                     "id": vm.instance_id,
                 }
                 for vm in vms

@@ -24,6 +24,11 @@ class Networks:
     gpu: list[tuple[Any, Any]]  # (network, subnetwork) per extra NIC
 
 
+def ssh_tag(name: str) -> str:
+    """The network tag of the VMs that take SSH from spec.ssh_cidrs."""
+    return f"{name}-ssh"
+
+
 def build_networks(
     name: str, spec: Any, extra_nics: int, opts: pulumi.ResourceOptions, region: str
 ) -> Networks:
@@ -45,7 +50,9 @@ def build_networks(
         direction="INGRESS",
         allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
         source_ranges=spec.ssh_cidrs,
-        target_tags=[name],
+        # Only VMs with this tag (the head, or every node with public_workers); workers
+        # take SSH from the head through the internal rule below.
+        target_tags=[ssh_tag(name)],
         opts=opts,
     )
     gcp.compute.Firewall(
@@ -81,3 +88,17 @@ def build_networks(
         )
         gpu.append((gnet.id, gsub.id))
     return Networks(network=network, subnetwork=subnetwork, gpu=gpu)
+
+
+def worker_nat(name: str, network: Any, region: str, opts: pulumi.ResourceOptions) -> Any:
+    """Cloud NAT for the VMs without an external IP (the workers), so their recipe can fetch
+    packages. Cloud NAT serves only VMs without one; the head keeps its own address."""
+    router = gcp.compute.Router(f"{name}-router", network=network, region=region, opts=opts)
+    return gcp.compute.RouterNat(
+        f"{name}-nat",
+        router=router.name,
+        region=region,
+        nat_ip_allocate_option="AUTO_ONLY",
+        source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+        opts=opts,
+    )

@@ -41,6 +41,9 @@ def up(
         str | None, typer.Option(help="zone within the region (default: the cloud picks)")
     ] = None,
     spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry: 30m, 4h, 1h30m (0: none, local only)")
     ] = "4h",
@@ -81,6 +84,7 @@ def up(
         region=region,
         zone=zone,
         spot=spot,
+        public_workers=public_workers,
         ttl_minutes=parse_ttl(ttl),
         ssh_cidrs=ssh_cidr,
         tags=parse_pairs(tag, "tag"),
@@ -111,7 +115,8 @@ def up(
         return
     table = _table(("node", "address", "private_ip", "GPUs"))
     for n in info.nodes:
-        table.add_row(n.name, f"{n.public_ip}:{n.ssh_port}", n.private_ip, str(n.gpus))
+        reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
+        table.add_row(n.name, reach, n.private_ip, str(n.gpus))
     console().print(table)
     if est.usd_per_hour:
         progress(f"about {cost.money(est.usd_per_hour)}/hour until `gpufleet down {spec.name}`")
@@ -209,7 +214,10 @@ def status(
     table = _table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
     for n in doc["nodes"]:
         table.add_row(
-            *(str(n[c]) for c in ("name", "state", "public_ip", "private_ip", "ssh_port", "gpus"))
+            *(
+                "-" if n[c] is None else str(n[c])  # no public address: reached through the head
+                for c in ("name", "state", "public_ip", "private_ip", "ssh_port", "gpus")
+            )
         )
     out.print(table)
 

@@ -60,25 +60,12 @@ def ssh(
     ssh_bin = shutil.which("ssh")
     if not ssh_bin:
         raise MissingTool("ssh", "install OpenSSH's client: `sudo apt-get install openssh-client`")
-    args = [
-        "ssh",
-        "-i",
-        info.ssh_key_path,
-        "-p",
-        str(n.ssh_port),
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        f"UserKnownHostsFile={info.known_hosts_path}",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "HostKeyAlgorithms=ssh-ed25519",
-        f"{info.ssh_user}@{n.public_ip}",
-        *(command or []),
-    ]
+    from gpufleet import sshconfig
+
+    # The rendered config, so a worker is reached through the head exactly as `ssh -F` does.
+    cfg = state.cluster_dir(name) / "ssh_config"
+    cfg.write_text(sshconfig.render(info))
+    args = ["ssh", "-F", str(cfg), f"{info.name}-{n.name}", *(command or [])]
     sys.stdout.flush()
     os.execv(ssh_bin, args)
 

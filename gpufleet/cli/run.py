@@ -50,6 +50,9 @@ def run(
         str | None, typer.Option(help="zone within the region (default: the cloud picks)")
     ] = None,
     spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
+    public_workers: Annotated[
+        bool, typer.Option(help="a public address on every node, not only the head")
+    ] = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry of a created cluster: 30m, 4h, 1h30m")
     ] = "4h",
@@ -123,6 +126,7 @@ def run(
             region=region,
             zone=zone,
             spot=spot,
+            public_workers=public_workers,
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
         )

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
+from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet import state
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
@@ -34,6 +34,10 @@ SSHD_INSTALL = (
     "`sudo dnf install openssh-server` (Fedora/RHEL); macOS ships /usr/sbin/sshd"
 )
 START_TIMEOUT_S = 10.0
+# Paths from a node's workdir (<node dir>/work); sshd -D re-executes itself on SIGHUP.
+SANDBOX_HOST_KEYS = HostKeyRotation(
+    key_file="../ssh_host_ed25519_key", reload='kill -HUP "$(cat ../sshd.pid)"', sudo=False
+)
 
 
 def find_sshd() -> str:
@@ -224,7 +228,7 @@ class LocalProvisioner:
         procs: dict[str, subprocess.Popen] = {}
         pids: dict[str, int] = {}
         try:
-            for name, addr in zip(node_names(spec.nodes), addresses, strict=True):
+            for i, (name, addr) in enumerate(zip(node_names(spec.nodes), addresses, strict=True)):
                 ndir = cdir / "nodes" / name
                 host = generate_ed25519(f"{spec.name}-{name}")
                 _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
@@ -259,11 +263,14 @@ class LocalProvisioner:
                     NodeInfo(
                         name=name,
                         private_ip=addr,
-                        public_ip=addr,
+                        # As on a cloud, only the head is "public" unless asked: the client is
+                        # told no address for a worker and reaches it through the head's sshd.
+                        public_ip=addr if i == 0 or spec.public_workers else None,
                         ssh_port=port,
                         gpus=0,
                         workdir=str(ndir / "work"),
                         host_key=" ".join(host.public_openssh.split()[:2]),
+                        bootstrap_host_key=True,
                     )
                 )
             info = ClusterInfo(
@@ -279,6 +286,9 @@ class LocalProvisioner:
                 expires_at=spec.expiry(),
                 env={"GLOO_SOCKET_IFNAME": "lo"},
                 provider={"pids": pids, "sshd": sshd},
+                # The generated key plays the bootstrap key a cloud node gets in its user data;
+                # the first contact replaces it with one made on the node (remote/hostkeys.py).
+                host_key_rotation=SANDBOX_HOST_KEYS,
             )
             _write(cdir / "known_hosts", known_hosts(info), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
@@ -343,11 +353,9 @@ class LocalProvisioner:
 
 def known_hosts(info: ClusterInfo) -> str:
     """known_hosts lines pinning each node's host key at its address and port."""
-    lines = []
-    for n in info.nodes:
-        host = n.private_ip if n.ssh_port == 22 else f"[{n.private_ip}]:{n.ssh_port}"
-        lines.append(f"{host} {n.host_key}")
-    return "\n".join(lines) + "\n"
+    from gpufleet.remote.knownhosts import render
+
+    return render(info.nodes)
 
 
 def start_watchdog(cluster: str, expires_at: float) -> int:

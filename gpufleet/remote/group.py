@@ -118,6 +118,7 @@ class Group:
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
+        self._node_locks: dict[str, threading.RLock] = {}
         self._creds: tuple[Any, dict] | None = None
 
     def __enter__(self) -> Group:
@@ -134,25 +135,42 @@ class Group:
             self._creds = (pkey, knownhosts.load(self.info.known_hosts_path))
         return self._creds
 
+    def _node_lock(self, node: NodeInfo) -> threading.RLock:
+        with self._lock:
+            return self._node_locks.setdefault(node.name, threading.RLock())
+
     def _connect(self, node: NodeInfo) -> Any:
+        """A new transport to `node`, replacing any old one. Per-node lock: the head is also
+        connected by the threads of every worker that tunnels through it."""
+        from components.nodelookup import jump_host
         from gpufleet.remote.connection import open_transport
 
         pkey, pinned = self._credentials()
-        t = open_transport(
-            node, user=self.info.ssh_user, pkey=pkey, pinned=pinned, timeout=self.connect_timeout
-        )
-        with self._lock:
-            old = self._transports.get(node.name)
-            self._transports[node.name] = t
+        head = jump_host(self.info.nodes, node)
+        via = None if head is None else self._transport(head)
+        with self._node_lock(node):
+            t = open_transport(
+                node,
+                user=self.info.ssh_user,
+                pkey=pkey,
+                pinned=pinned,
+                timeout=self.connect_timeout,
+                via=via,
+            )
+            with self._lock:
+                old = self._transports.get(node.name)
+                self._transports[node.name] = t
         if old is not None:
             old.close()
         return t
 
     def _transport(self, node: NodeInfo) -> Any:
-        t = self._transports.get(node.name)
-        if t is None or not t.is_active():
-            t = self._connect(node)
-        return t
+        """The node's live transport, connecting once however many threads ask at once."""
+        with self._node_lock(node):
+            t = self._transports.get(node.name)
+            if t is None or not t.is_active():
+                t = self._connect(node)
+            return t
 
     def _map(self, fn: Callable[[NodeInfo], Any], nodes: list[NodeInfo]) -> dict[str, Any]:
         futures = {self._pool.submit(fn, n): n.name for n in nodes}
@@ -162,14 +180,43 @@ class Group:
         return {n.name: out[n.name] for n in nodes}
 
     def wait_ready(self, timeout: float = 300.0) -> None:
-        """Connect to every node, retrying until `timeout`; a wrong host key fails at once."""
+        """Connect to every node, retrying until `timeout`; a wrong host key fails at once.
+
+        A node still serving the bootstrap host key from its user data gets a fresh one
+        here, on this first contact (remote/hostkeys.py).
+        """
+        self._connect_all(timeout)
+        if getattr(self.info, "host_key_rotation", None) and any(
+            getattr(n, "bootstrap_host_key", False) for n in self.nodes
+        ):
+            from gpufleet import state
+            from gpufleet.remote.hostkeys import replace_bootstrap_keys
+
+            replace_bootstrap_keys(self, state.save)
+
+    def forget_pins(self) -> None:
+        """Re-read known_hosts before the next connection."""
+        self._creds = None
+
+    def reconnect(self, timeout: float = 30.0) -> None:
+        """Close every connection and open them again (checking the pinned keys again)."""
+        with self._lock:
+            transports = list(self._transports.values())
+            self._transports.clear()
+        for t in reversed(transports):
+            t.close()
+        self.forget_pins()
+        self._connect_all(timeout)
+
+    def _connect_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
 
         def attempt(node: NodeInfo) -> str | None:
             delay, last = 0.05, "not tried"
             while True:
                 try:
-                    self._connect(node)
+                    # not a fresh _connect: the head may already be up for a worker's tunnel
+                    self._transport(node)
                     return None
                 except HostKeyMismatch:
                     raise
@@ -339,6 +386,6 @@ class Group:
         with self._lock:
             transports = list(self._transports.values())
             self._transports.clear()
-        for t in transports:
+        for t in reversed(transports):  # tunnelled ones before the head's they run inside
             t.close()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -2,21 +2,49 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def host_entry(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-def load(path: str | Path) -> dict[str, dict[str, str]]:
-    """host pattern -> {key type: base64 key}; plain (unhashed) entries, as gpufleet writes."""
-    table: dict[str, dict[str, str]] = {}
+def load(path: str | Path) -> dict[str, dict[str, set[str]]]:
+    """host pattern -> {key type: base64 keys}; plain (unhashed) entries, as gpufleet writes.
+
+    A host may have several keys of one type: while a node's bootstrap host key is being
+    replaced, both it and the new key are pinned (either one is the node).
+    """
+    table: dict[str, dict[str, set[str]]] = {}
     for line in Path(path).read_text().splitlines():
         parts = line.split()
         if len(parts) < 3 or line.lstrip().startswith(("#", "@", "|")):
             continue
         hosts, ktype, b64 = parts[0], parts[1], parts[2]
         for h in hosts.split(","):
-            table.setdefault(h, {})[ktype] = b64
+            table.setdefault(h, {}).setdefault(ktype, set()).add(b64)
     return table
+
+
+def render(nodes: Iterable[Any], extra: dict[str, str] | None = None) -> str:
+    """Lines pinning each node's host key (and `extra[name]`, a second key) at every address
+    it is reached by: its public one, and its private one (through the head, hostfiles)."""
+    extra = extra or {}
+    lines = []
+    for n in nodes:
+        keys = dict.fromkeys(k for k in (n.host_key, extra.get(n.name)) if k)
+        for addr in dict.fromkeys(a for a in (n.public_ip, n.private_ip) if a):
+            lines += [f"{host_entry(addr, n.ssh_port)} {k}" for k in keys]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: str | Path, text: str) -> None:
+    """Replace known_hosts atomically: a reader sees the old or the new file, never half."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)

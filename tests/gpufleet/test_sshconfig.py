@@ -11,7 +11,7 @@ from components.spec import ClusterInfo, NodeInfo
 from gpufleet import sshconfig
 
 
-def info() -> ClusterInfo:
+def info(public_workers: bool = True) -> ClusterInfo:
     return ClusterInfo(
         name="t",
         cloud="aws",
@@ -20,13 +20,42 @@ def info() -> ClusterInfo:
         known_hosts_path="/k/known_hosts",
         nodes=[
             NodeInfo(name="node-0", private_ip="10.0.0.10", public_ip="203.0.113.10", gpus=8),
-            NodeInfo(name="node-1", private_ip="10.0.0.11", public_ip="203.0.113.11", gpus=8),
+            NodeInfo(
+                name="node-1",
+                private_ip="10.0.0.11",
+                public_ip="203.0.113.11" if public_workers else None,
+                gpus=8,
+            ),
         ],
     )
 
 
 def test_golden(golden):
     golden("sshconfig/aws-2.conf", sshconfig.render(info()))
+
+
+def test_golden_workers_through_the_head(golden):
+    golden("sshconfig/aws-2-jump.conf", sshconfig.render(info(public_workers=False)))
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="OpenSSH client not installed")
+@pytest.mark.parametrize("alias", ["node-1", "t-node-1", "10.0.0.11"])
+def test_openssh_jumps_through_the_head_to_a_worker_without_a_public_address(tmp_path, alias):
+    cfg = tmp_path / "cfg"
+    cfg.write_text(sshconfig.render(info(public_workers=False)))
+
+    def resolved(host: str) -> dict[str, str]:
+        out = subprocess.run(
+            ["ssh", "-G", "-F", str(cfg), host], capture_output=True, text=True, check=True
+        ).stdout
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    worker = resolved(alias)
+    assert worker["hostname"] == "10.0.0.11" and worker["proxyjump"] == "t-node-0"
+    assert worker["stricthostkeychecking"] == "true"
+    head = resolved(worker["proxyjump"])  # the jump host is the pinned head entry
+    assert head["hostname"] == "203.0.113.10" and "proxyjump" not in head
+    assert head["userknownhostsfile"] == "/k/known_hosts"
 
 
 @pytest.mark.skipif(not shutil.which("ssh"), reason="OpenSSH client not installed")

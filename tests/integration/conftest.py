@@ -51,11 +51,13 @@ def sshd_of(home: Path, name: str) -> list[str]:
 
 @pytest.fixture
 def make_sandbox(gpufleet_home: Path) -> Iterator:
-    """make_sandbox(name, nodes) -> ClusterInfo; every cluster is torn down at the end."""
+    """make_sandbox(name, nodes, **spec fields) -> ClusterInfo; every cluster is torn down."""
     made: list[str] = []
 
-    def make(name: str = "t", nodes: int = 2, ttl_minutes: int = 30) -> ClusterInfo:
-        spec = ClusterSpec.from_input({"name": name, "nodes": nodes, "ttl_minutes": ttl_minutes})
+    def make(name: str = "t", nodes: int = 2, ttl_minutes: int = 30, **fields) -> ClusterInfo:
+        spec = ClusterSpec.from_input(
+            {"name": name, "nodes": nodes, "ttl_minutes": ttl_minutes, **fields}
+        )
         made.append(name)
         return ops.create(spec, lambda _m: None)
 

@@ -52,14 +52,80 @@ def test_launch_template_has_one_efa_per_network_card(stack, efa):
         assert nics[0]["deviceIndex"] == 0 and all(n["deviceIndex"] == 1 for n in nics[1:])
 
 
-def test_multi_nic_nodes_get_an_elastic_ip(p4d):
-    eips = p4d.of_type("aws:ec2/eip:Eip")
-    assert len(eips) == 2
-    assert p4d.outputs["nodes"][0]["public_ip"].startswith("203.0.113.")
+def named(p, typ: str, name: str):
+    (r,) = [r for r in p.of_type(typ) if r.name == name]
+    return r
+
+
+SG = "aws:ec2/securityGroup:SecurityGroup"
+EIP = "aws:ec2/eip:Eip"
+
+
+def test_only_the_head_gets_an_elastic_ip_so_six_p4d_nodes_fit_the_eip_quota():
+    """AWS gives an instance launched with several network interfaces no public IPv4, and a
+    Region allows 5 Elastic IPs by default ("Elastic IP addresses per Region: 5", Amazon VPC
+    quotas, https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html): one EIP
+    per p4d node made a 6-node cluster fail with AddressLimitExceeded. Only the head (and
+    the NAT gateway) take one, whatever the size."""
+    p = plan("aws-p4d", nodes=6)
+    eips = p.of_type(EIP)
+    assert sorted(e.name for e in eips) == ["aws-p4d-nat-eip", "aws-p4d-node-0-eip"]
+    nodes = p.outputs["nodes"]
+    assert nodes[0]["public_ip"].startswith("203.0.113.")
+    assert [n["public_ip"] for n in nodes[1:]] == [None] * 5
+    assert_contract(p, 6)
+
+
+def test_workers_take_ssh_only_from_inside_the_fleet(p4d):
+    """A security group allows only what its rules list; instances in one group reach each
+    other only through a rule naming the group itself (security group rules, "source ...
+    the ID of a security group", https://docs.aws.amazon.com/vpc/latest/userguide/
+    security-group-rules.html). The SSH-from-CIDRs group is on the head's primary NIC alone;
+    a worker's NICs carry only the fleet group, whose self rule lets the head in."""
+    ssh = named(p4d, SG, "aws-p4d-ssh")
+    fleet = named(p4d, SG, "aws-p4d-sg")
+    assert [r["fromPort"] for r in ssh.inputs["ingress"]] == [22]
+    assert all(r.get("self") for r in fleet.inputs["ingress"])
+    head, worker = sorted(p4d.of_type(LT), key=lambda lt: lt.name)
+    fleet_id, ssh_id = f"{fleet.name}-id", f"{ssh.name}-id"
+    assert head.inputs["networkInterfaces"][0]["securityGroups"] == [fleet_id, ssh_id]
+    assert all(n["securityGroups"] == [fleet_id] for n in head.inputs["networkInterfaces"][1:])
+    assert all(n["securityGroups"] == [fleet_id] for n in worker.inputs["networkInterfaces"])
+
+
+def test_workers_reach_the_internet_through_nat_and_the_head_answers_through_the_igw():
+    """An instance without a public IPv4 reaches the internet only through a NAT device, and
+    a NAT gateway must sit in a public subnet (NAT gateways, https://docs.aws.amazon.com/vpc/
+    latest/userguide/vpc-nat-gateway.html); a route table picks the most specific route
+    (route priority, https://docs.aws.amazon.com/vpc/latest/userguide/
+    how-route-tables-work.html). EFA keeps every node in one subnet, so that subnet routes
+    0.0.0.0/0 to the NAT gateway and the SSH clients' CIDRs to the internet gateway, which
+    the head's Elastic IP answers through."""
+    p = plan("aws-p4d", nodes=6)
+    (fleet_routes,) = [
+        r for r in p.of_type("aws:ec2/routeTable:RouteTable") if r.name == "aws-p4d-routes"
+    ]
+    routes = {r["cidrBlock"]: r for r in fleet_routes.inputs["routes"]}
+    assert routes["0.0.0.0/0"]["natGatewayId"] == "aws-p4d-nat-id"
+    assert routes["203.0.113.0/24"]["gatewayId"] == "aws-p4d-igw-id"
+    nat = p.one("aws:ec2/natGateway:NatGateway")
+    assert nat.inputs["subnetId"] == "aws-p4d-nat-subnet-id"
+    nat_rt = named(p, "aws:ec2/routeTable:RouteTable", "aws-p4d-nat-routes")
+    assert nat_rt.inputs["routes"] == [{"cidrBlock": "0.0.0.0/0", "gatewayId": "aws-p4d-igw-id"}]
+    assert named(p, SUBNET, "aws-p4d-nat-subnet").inputs["cidrBlock"] == "10.42.16.0/28"
+
+
+def test_public_workers_gives_every_node_an_eip_and_needs_no_nat():
+    p = plan("aws-p4d", public_workers=True)
+    assert sorted(e.name for e in p.of_type(EIP)) == ["aws-p4d-node-0-eip", "aws-p4d-node-1-eip"]
+    assert not p.of_type("aws:ec2/natGateway:NatGateway")
+    assert all(n["public_ip"] for n in p.outputs["nodes"])
+    for lt in p.of_type(LT):
+        assert "aws-p4d-ssh-id" in lt.inputs["networkInterfaces"][0]["securityGroups"]
 
 
 def test_security_group_self_ingress_and_egress_all_protocols(p4d):
-    sg = p4d.one("aws:ec2/securityGroup:SecurityGroup")
+    sg = named(p4d, SG, "aws-p4d-sg")
     self_in = [r for r in sg.inputs["ingress"] if r.get("self")]
     self_out = [r for r in sg.inputs["egress"] if r.get("self")]
     assert self_in and self_in[0]["protocol"] == "-1"
@@ -67,13 +133,13 @@ def test_security_group_self_ingress_and_egress_all_protocols(p4d):
 
 
 def test_ssh_is_only_open_to_the_stack_cidrs(p4d):
-    sg = p4d.one("aws:ec2/securityGroup:SecurityGroup")
-    for rule in sg.inputs["ingress"]:
-        if rule.get("self"):
-            continue
-        assert rule["fromPort"] <= 22 <= rule["toPort"]
-        assert rule["cidrBlocks"] == ["203.0.113.0/24"]
-        assert all(ipaddress.ip_network(c).prefixlen > 0 for c in rule["cidrBlocks"])
+    for sg in p4d.of_type(SG):
+        for rule in sg.inputs["ingress"]:
+            if rule.get("self"):
+                continue
+            assert rule["fromPort"] <= 22 <= rule["toPort"]
+            assert rule["cidrBlocks"] == ["203.0.113.0/24"]
+            assert all(ipaddress.ip_network(c).prefixlen > 0 for c in rule["cidrBlocks"])
 
 
 def test_imdsv2_encrypted_gp3_root_and_shutdown_terminates(p4d):
@@ -163,9 +229,11 @@ def test_instances_leave_subnet_and_groups_to_the_template_nics(p4d):
 
 def test_subnet_goes_in_a_zone_that_offers_the_type(p4d):
     # mocks offer every type in zones d, b, f: the first by name wins
-    assert p4d.one(SUBNET).inputs["availabilityZone"] == "us-east-1b"
+    assert named(p4d, SUBNET, "aws-p4d-subnet").inputs["availabilityZone"] == "us-east-1b"
     pinned = plan("aws-p4d", zone="us-east-1f")
-    assert pinned.one(SUBNET).inputs["availabilityZone"] == "us-east-1f"
+    assert named(pinned, SUBNET, "aws-p4d-subnet").inputs["availabilityZone"] == "us-east-1f"
+    # the NAT gateway's subnet follows the fleet's zone (no cross-zone NAT traffic)
+    assert named(pinned, SUBNET, "aws-p4d-nat-subnet").inputs["availabilityZone"] == "us-east-1f"
 
 
 def test_first_zone_refuses_a_type_offered_nowhere():
@@ -194,8 +262,7 @@ def test_spec_region_must_agree_with_the_stacks_aws_region():
 
 def test_ssh_from_ipv6_cidrs_goes_in_the_ipv6_field():
     p = plan("aws-p4d", ssh_cidrs=["203.0.113.7/32", "2001:db8::/64"])
-    sg = p.one("aws:ec2/securityGroup:SecurityGroup")
-    (ssh,) = [r for r in sg.inputs["ingress"] if not r.get("self")]
+    (ssh,) = named(p, SG, "aws-p4d-ssh").inputs["ingress"]
     assert ssh["cidrBlocks"] == ["203.0.113.7/32"]
     assert ssh["ipv6CidrBlocks"] == ["2001:db8::/64"]
 
@@ -205,8 +272,11 @@ def test_type_without_efa_gets_one_plain_nic_with_a_public_ip():
     for lt in p.of_type(LT):
         (nic,) = lt.inputs["networkInterfaces"]
         assert "interfaceType" not in nic  # a plain ENA
-        assert nic["associatePublicIpAddress"] == "true" and nic["deviceIndex"] == 0
-    assert not p.of_type("aws:ec2/eip:Eip")
+        assert nic["deviceIndex"] == 0
+    assert [
+        lt.inputs["networkInterfaces"][0]["associatePublicIpAddress"] for lt in p.of_type(LT)
+    ] == ["true", "false"]
+    assert [e.name for e in p.of_type(EIP)] == ["aws-g5-nat-eip"]  # only NAT's
     assert_contract(p, 2)
 
 
@@ -223,19 +293,31 @@ def test_every_taggable_resource_carries_cluster_and_expiry(p4d):
         )
 
 
+def test_single_nic_worker_asks_for_no_public_ip_rather_than_the_subnet_default():
+    """A launch template NIC without AssociatePublicIpAddress takes the subnet's
+    MapPublicIpOnLaunch attribute (LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    EC2 API reference), which a user's own subnet may set: a worker says "false"."""
+    p = plan("aws-g5", vpc_id="vpc-0abc", subnet_id="subnet-0abc")
+    head, worker = sorted(p.of_type(LT), key=lambda lt: lt.name)
+    assert head.inputs["networkInterfaces"][0]["associatePublicIpAddress"] == "true"
+    assert worker.inputs["networkInterfaces"][0]["associatePublicIpAddress"] == "false"
+    assert p.outputs["nodes"][1]["public_ip"] is None
+
+
 def test_single_nic_type_has_public_ip_and_spot_when_asked():
     p = plan("aws-g5")  # g5.12xlarge: one EFA; the stack asks for spot
     for lt in p.of_type(LT):
         (nic,) = lt.inputs["networkInterfaces"]
-        assert nic["associatePublicIpAddress"] == "true" and nic["interfaceType"] == "efa"
+        assert nic["interfaceType"] == "efa"
         assert lt.inputs["instanceMarketOptions"]["marketType"] == "spot"
-    assert not p.of_type("aws:ec2/eip:Eip")
+    assert [e.name for e in p.of_type(EIP)] == ["aws-g5-nat-eip"]  # only NAT's
 
 
 def test_existing_vpc_and_subnet_are_used_not_created():
     p = plan("aws-p4d", vpc_id="vpc-0abc", subnet_id="subnet-0abc")
     assert not p.of_type("aws:ec2/vpc:Vpc") and not p.of_type("aws:ec2/subnet:Subnet")
-    assert p.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc"
+    assert {sg.inputs["vpcId"] for sg in p.of_type(SG)} == {"vpc-0abc"}
+    assert not p.of_type("aws:ec2/natGateway:NatGateway")  # the user's network, the user's NAT
     for lt in p.of_type(LT):
         assert {n["subnetId"] for n in lt.inputs["networkInterfaces"]} == {"subnet-0abc"}
 

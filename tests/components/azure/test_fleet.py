@@ -51,6 +51,48 @@ def test_accelerated_networking_and_ssh_only_from_stack_cidrs(nd):
     assert rule["sourceAddressPrefixes"] == ["203.0.113.0/24"]
 
 
+def test_only_the_heads_nic_has_a_public_ip_and_takes_ssh_from_outside(nd):
+    """A VM's NIC reaches and is reached from the internet only through a public IP on its
+    IP configuration; an NSG rule whose destination is an application security group
+    applies only to the NICs in that group, and the default AllowVnetInBound rule lets
+    VMs of the VNet in (NSG overview and application security groups:
+    https://learn.microsoft.com/azure/virtual-network/network-security-groups-overview,
+    .../application-security-groups). Workers get no public IP and are not in the SSH
+    group: SSH reaches them from the head only."""
+    nics = {n.name: n for n in nd.of_type("azure-native:network:NetworkInterface")}
+    head = nics["azure-nd-a100-node-0-nic"].inputs["ipConfigurations"][0]
+    worker = nics["azure-nd-a100-node-1-nic"].inputs["ipConfigurations"][0]
+    assert head["publicIPAddress"] and not worker.get("publicIPAddress")
+    assert len(head["applicationSecurityGroups"]) == 1
+    assert not worker.get("applicationSecurityGroups")
+    pips = [p.name for p in nd.of_type("azure-native:network:PublicIPAddress")]
+    assert sorted(pips) == ["azure-nd-a100-nat-ip", "azure-nd-a100-node-0-ip"]
+    (rule,) = nd.one("azure-native:network:NetworkSecurityGroup").inputs["securityRules"]
+    assert rule["destinationApplicationSecurityGroups"] == head["applicationSecurityGroups"]
+    assert "destinationAddressPrefix" not in rule
+    assert nd.outputs["nodes"][1]["public_ip"] is None
+
+
+def test_workers_reach_the_internet_through_a_nat_gateway(nd):
+    """VMs in VNets created after 30 September 2025 have no default outbound access; a
+    VM without a public IP needs a NAT gateway (default outbound access:
+    https://learn.microsoft.com/azure/virtual-network/ip-services/default-outbound-access).
+    With a NAT gateway on the subnet, a VM's own public IP still takes inbound connections
+    and answers them (NAT gateway and instance-level public IPs, https://learn.microsoft.com/
+    azure/nat-gateway/nat-gateway-resource)."""
+    nat = nd.one("azure-native:network:NatGateway")
+    subnet = nd.one("azure-native:network:Subnet")
+    assert subnet.inputs["natGateway"]["id"] == f"{nat.name}-id"
+    assert nat.inputs["sku"]["name"] == "Standard"
+
+
+def test_public_workers_gives_every_nic_a_public_ip_and_needs_no_nat():
+    p = plan("azure-nd-a100", public_workers=True)
+    assert len(p.of_type("azure-native:network:PublicIPAddress")) == 2
+    assert not p.of_type("azure-native:network:NatGateway")
+    assert all(n["public_ip"] for n in p.outputs["nodes"])
+
+
 def test_hpc_image_and_custom_data_with_ttl_identity(nd):
     for vm in nd.of_type(VM):
         ref = vm.inputs["storageProfile"]["imageReference"]

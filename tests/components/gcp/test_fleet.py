@@ -52,13 +52,48 @@ def test_ssh_firewall_only_from_stack_cidrs(a2):
     assert fws["gcp-a2-internal"].inputs["allows"] == [{"protocol": "all"}]
 
 
+def test_only_the_head_has_an_external_ip_and_takes_ssh_from_outside(a2):
+    """An access config is what gives a GCE VM an external IPv4; without one the VM has only
+    internal addresses (compute.instances networkInterfaces[].accessConfigs[], and "Configure
+    a VM without an external IP": https://cloud.google.com/compute/docs/ip-addresses/
+    reserve-static-external-ip-address). A firewall rule with target tags applies only to
+    VMs with one of those tags (https://cloud.google.com/firewall/docs/firewalls#
+    rule_assignment). Workers get neither, and take SSH from the head by the internal rule."""
+    vms = {vm.name: vm for vm in a2.of_type(VM)}
+    head, worker = vms["gcp-a2-node-0"], vms["gcp-a2-node-1"]
+    assert head.inputs["networkInterfaces"][0]["accessConfigs"]
+    assert not worker.inputs["networkInterfaces"][0].get("accessConfigs")
+    fws = {f.name: f for f in a2.of_type("gcp:compute/firewall:Firewall")}
+    assert fws["gcp-a2-ssh"].inputs["targetTags"] == ["gcp-a2-ssh"]
+    assert "gcp-a2-ssh" in head.inputs["tags"] and "gcp-a2-ssh" not in worker.inputs["tags"]
+    assert "gcp-a2" in worker.inputs["tags"]  # the internal rule's target
+    assert a2.outputs["nodes"][0]["public_ip"] and a2.outputs["nodes"][1]["public_ip"] is None
+
+
+def test_workers_reach_the_internet_through_cloud_nat(a2):
+    """A VM without an external IP reaches the internet only through Cloud NAT, which serves
+    only VMs without one (Cloud NAT overview, "specifications": https://cloud.google.com/nat/
+    docs/overview): the head keeps answering SSH on its own address."""
+    nat = a2.one("gcp:compute/routerNat:RouterNat")
+    assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
+    assert a2.one("gcp:compute/router:Router").inputs["network"] == "gcp-a2-net-id"
+
+
+def test_public_workers_gives_every_vm_an_external_ip_and_needs_no_nat():
+    p = plan("gcp-a2", public_workers=True)
+    assert all(vm.inputs["networkInterfaces"][0]["accessConfigs"] for vm in p.of_type(VM))
+    assert not p.of_type("gcp:compute/routerNat:RouterNat")
+    assert all(n["public_ip"] for n in p.outputs["nodes"])
+
+
 def test_a3_has_four_gpu_nics_each_on_its_own_network():
     p = plan("gcp-a3")
     for vm in p.of_type(VM):
         nics = vm.inputs["networkInterfaces"]
         assert len(nics) == 5 and all(n["nicType"] == "GVNIC" for n in nics)
         assert len({n["network"] for n in nics}) == 5
-        assert [bool(n.get("accessConfigs")) for n in nics] == [True] + [False] * 4
+        head = vm.name.endswith("-node-0")
+        assert [bool(n.get("accessConfigs")) for n in nics] == [head] + [False] * 4
     assert len(p.of_type("gcp:compute/network:Network")) == 5
     assert p.outputs["fabric"] == "tcpx"
 
