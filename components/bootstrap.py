@@ -84,12 +84,25 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_FABRIC": ctx.fabric,
         "GPUFLEET_NCCL_LIBRARY_PATH": ":".join(library_paths(ctx.fabric)),
         "GPUFLEET_EXPIRES_AT": str(int(ctx.expires_at)) if ctx.expires_at else "",
+        "GPUFLEET_TTL_ACTION": TTL_ACTION.get(ctx.cloud, "poweroff"),
         "GPUFLEET_VERSION_SET": versions.name,
         "GPUFLEET_PINS": ",".join(versions.pins),
     }
     env.update(versions.env())
     env.update(ctx.extra)
     return env
+
+
+def type_nccl_env(ctx: BootstrapContext) -> dict[str, str]:
+    """NCCL settings of the instance type itself (the image's topology file on Azure ND)."""
+    from components.catalog import lookup
+    from components.errors import CatalogError
+
+    try:
+        it = lookup(ctx.cloud, ctx.instance_type)
+    except CatalogError:
+        return {}
+    return {"NCCL_TOPO_FILE": it.nccl_topo_file} if it.nccl_topo_file else {}
 
 
 def render_cloud_init(ctx: BootstrapContext) -> str:
@@ -99,7 +112,8 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     from components.fabric import nccl_env
 
     env = node_env(ctx)
-    nccl = nccl_env(ctx.fabric)
+    nccl = nccl_env(ctx.fabric, ctx.node_count)
+    nccl.update(type_nccl_env(ctx))
     return _template().render(
         cluster=ctx.cluster,
         cloud=ctx.cloud,
@@ -113,8 +127,22 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
+        guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
 
+
+# What the node's own timer does at its expiry. GCP: nothing; GCE deletes the VM at its
+# scheduling.terminationTime, and a guest poweroff first would clear that timestamp and leave
+# a stopped VM billed (limit-vm-runtime docs). Azure: delete itself (a stopped VM is billed).
+TTL_ACTION: dict[str, str] = {"gcp": "none", "azure": "delete-vm"}
+
+# Files a cloud's guest needs before its own agents start (cloud-init's write_files runs in
+# cloud-init.service, before network-online.target, which google-guest-agent waits for).
+CLOUD_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
+    # google-guest-agent regenerates /etc/ssh/ssh_host_* on first boot unless told not to,
+    # which would replace the pinned host key (guest-agent README, "Instance Setup").
+    "gcp": (("/etc/default/instance_configs.cfg", "[InstanceSetup]\nset_host_keys = false\n"),),
+}
 
 # Node env a cloud's component adds at deploy time (values known only then), by name.
 CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {

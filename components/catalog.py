@@ -44,6 +44,8 @@ class InstanceType:
     fabric: str = "none"
     efa_interfaces: int = 0
     extra_nics: int = 0
+    local_ssds: int = 0  # bundled 375 GB local NVMe SSDs the cloud attaches (GCP A2 Ultra, A3)
+    nccl_topo_file: str | None = None  # the image's NCCL topology file for this size (Azure ND)
     nvswitch: bool = False
     price_per_hour: float | None = None
     price_region: str | None = None
@@ -111,6 +113,7 @@ class _Entry:
         nics = self.number("extra_nics", int, strict=False)
         if fabric in ("tcpx", "tcpxo") and nics == 0:
             raise self.fail("extra_nics", f"must be > 0 for fabric {fabric} (the GPU NICs)")
+        self.number("local_ssds", int, strict=False)
         if not isinstance(e.get("nvswitch", False), bool):
             raise self.fail("nvswitch", "must be true or false")
         if not _DATE_RE.match(str(e["price_date"])):

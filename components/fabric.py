@@ -20,8 +20,9 @@ _NCCL_ENV: dict[str, dict[str, str]] = {
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
         "NCCL_IGNORE_CPU_AFFINITY": "1",
         "NCCL_SOCKET_IFNAME": "eth0",
-        "UCX_TLS": "tcp",
-        "UCX_NET_DEVICES": "eth0",
+        # No UCX_TLS=tcp / UCX_NET_DEVICES=eth0 for every rank: azurehpc's scripts set them for
+        # one test's bootstrap, but exported to every rank MPI (UCX) would run over TCP on eth0
+        # instead of InfiniBand.
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMPI_MCA_coll_hcoll_enable": "0",
         "NCCL_DEBUG": "WARN",
@@ -73,8 +74,21 @@ def library_paths(fabric: str) -> list[str]:
     return list(_LIBRARY_PATHS[fabric])
 
 
-def nccl_env(fabric: str) -> dict[str, str]:
-    """The NCCL/libfabric variables a rank needs on this fabric (a fresh copy; none for `none`)."""
+# Variables that make NCCL load a network plugin that only works between nodes: on one node
+# NCCL_NET=GPUDirectTCPX_v7 makes init fail instead of using NVLink (Cluster Toolkit sets it
+# only for multi-node jobs).
+_MULTI_NODE_ONLY = ("NCCL_NET",)
+
+
+def nccl_env(fabric: str, nodes: int | None = None) -> dict[str, str]:
+    """The NCCL/libfabric variables a rank needs on this fabric (a fresh copy; none for `none`).
+
+    `nodes`: the cluster's node count, when known; a one-node cluster gets no net plugin.
+    """
     if fabric not in _NCCL_ENV:
         raise ValueError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
-    return dict(_NCCL_ENV[fabric])
+    env = dict(_NCCL_ENV[fabric])
+    if nodes == 1:
+        for k in _MULTI_NODE_ONLY:
+            env.pop(k, None)
+    return env

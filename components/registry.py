@@ -19,6 +19,29 @@ def fleet_class(cloud: str) -> Any:
     return importlib.import_module(_FLEETS[cloud]).GpuFleet
 
 
+def spec_rules(spec: Any) -> None:
+    """A cloud's own refusals of a spec (components/<cloud>/rules.py, no SDK import), if any."""
+    if spec.cloud not in _FLEETS:
+        return
+    try:
+        rules = importlib.import_module(f"{_FLEETS[spec.cloud]}.rules")
+    except ModuleNotFoundError:
+        return
+    rules.spec_rules(spec)
+
+
+def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
+    """(problem, fix) for a deployment error the cloud's rules recognise, else None."""
+    if cloud not in _FLEETS:
+        return None
+    try:
+        rules = importlib.import_module(f"{_FLEETS[cloud]}.rules")
+    except ModuleNotFoundError:
+        return None
+    explain = getattr(rules, "explain_failure", None)
+    return explain(text) if explain else None
+
+
 # The stack config key that places each cloud's provider.
 _REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 

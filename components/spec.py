@@ -19,8 +19,8 @@ PULUMI_CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser"}
-# azure: one availability set (the InfiniBand domain gpufleet uses) holds at most 200 VMs.
-MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
+# azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
+MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
 
 
 class ClusterSpec(BaseModel):
@@ -155,6 +155,9 @@ class ClusterSpec(BaseModel):
             )
         if self.cloud == "aws" and self.subnet_id and not self.vpc_id:
             raise SpecError("vpc_id", "subnet_id given without vpc_id", "pass both, or neither")
+        from components.registry import spec_rules
+
+        spec_rules(self)  # zones, labels, placement caps: each cloud's own rules
         return self
 
     @classmethod

@@ -36,7 +36,7 @@ def run_dir(opts: LaunchOptions) -> str:
 
 def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
     """What every process on node `node_index` gets (the fabric's NCCL settings included)."""
-    env = nccl_env(info.fabric)
+    env = nccl_env(info.fabric, len(info.nodes))
     env.update(info.env)
     env.update(hostfile.env_vars(info, opts.nproc_per_node))
     env.update(

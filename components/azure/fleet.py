@@ -1,4 +1,4 @@
-"""`gpufleet:azure:GpuFleet`: VMs in one availability set + proximity group, accelerated NICs."""
+"""`gpufleet:azure:GpuFleet`: VMs in one Flexible scale set + proximity group, accelerated NICs."""
 
 from __future__ import annotations
 
@@ -8,33 +8,19 @@ import pulumi
 import pulumi_azure_native as az
 
 from components.azure.network import build_network, public_nic, vm_profiles
+from components.azure.rules import check_spec
 from components.bootstrap import CLOUD_NODE_ENV
 from components.catalog import lookup
-from components.errors import SpecError
 from components.fleet import GpufleetComponent
 
-# Built-in role "Virtual Machine Contributor": lets the node delete its own VM at expiry.
+# Built-in role "Virtual Machine Contributor" (VMs, their disks and NICs): given to each node's
+# own identity on its own VM, NIC and OS disk only, so that it can delete itself at expiry and
+# touch nothing else.
 VM_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 
 
-def check_spec(spec: Any, fabric: str) -> None:
-    """Azure-specific refusals, before anything is declared."""
-    if not spec.ssh_cidrs:
-        raise SpecError(
-            "ssh_cidrs",
-            "is empty; the NSG would have no address to let SSH in from",
-            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
-        )
-    if spec.spot and fabric == "infiniband":
-        # ARM refuses Spot VMs in an availability set ("Azure Spot Virtual Machine is not
-        # supported in Availability Set", kubernetes-sigs/cluster-api-provider-azure#4432), and
-        # without one (or a scale set) the nodes share no InfiniBand network (facts §3.2).
-        raise SpecError(
-            "spot",
-            f"{spec.instance_type} needs its nodes in one availability set for InfiniBand, "
-            "and Azure allows no Spot VM in an availability set",
-            "set spot: false, or pick a size without InfiniBand (e.g. Standard_NC96ads_A100_v4)",
-        )
+def os_disk_name(vm_name: str) -> str:
+    return f"{vm_name}-osdisk"
 
 
 class GpuFleet(GpufleetComponent):
@@ -42,7 +28,7 @@ class GpuFleet(GpufleetComponent):
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
         it = lookup("azure", spec.instance_type)
-        check_spec(spec, it.fabric)
+        check_spec(spec)
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags
@@ -55,37 +41,50 @@ class GpuFleet(GpufleetComponent):
             opts=child,
             **common,
         )
-        avset = None
-        if not spec.spot:  # Spot VMs cannot join one; check_spec keeps InfiniBand sizes off spot
-            avset = az.compute.AvailabilitySet(
-                f"{name}-avset",
-                platform_fault_domain_count=1,
-                platform_update_domain_count=1,
-                proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
-                sku=az.compute.SkuArgs(name="Aligned"),
-                opts=child,
-                **common,
-            )
-        identity = az.managedidentity.UserAssignedIdentity(f"{name}-ttl-id", opts=child, **common)
-        client = az.authorization.get_client_config_output()
-        az.authorization.RoleAssignment(
-            f"{name}-ttl-role",
-            principal_id=identity.principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: (
-                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
-                    f"roleDefinitions/{VM_CONTRIBUTOR_ROLE}"
-                )
-            ),
-            scope=rg.id,
+        # InfiniBand is set up between the VMs of one scale set (ND A100 v4 / ND H100 v5
+        # pages; CycleCloud and az-hop use scale sets). A Flexible one takes individual VMs,
+        # each with its own NIC resource the stack can read addresses from, takes Spot VMs,
+        # and is not held to an availability set's 200 VMs.
+        vmss = az.compute.VirtualMachineScaleSet(
+            f"{name}-vmss",
+            orchestration_mode="Flexible",
+            platform_fault_domain_count=1,
+            proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
             opts=child,
+            **common,
         )
+        client = az.authorization.get_client_config_output()
+        role = client.subscription_id.apply(
+            lambda sub: (
+                f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
+                f"roleDefinitions/{VM_CONTRIBUTOR_ROLE}"
+            )
+        )
+
+        def allow(label: str, identity: Any, scope: Any, **kw: Any) -> Any:
+            return az.authorization.RoleAssignment(
+                label,
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=role,
+                scope=scope,
+                opts=self.child(**kw),
+            )
 
         nodes = []
         for i in range(spec.nodes):
+            vm_name = f"{name}-node-{i}"
             public = i == 0 or spec.public_workers
-            pip, nic = public_nic(f"{name}-node-{i}", net, child, public)
+            pip, nic = public_nic(vm_name, net, child, public)
+            # One identity per node: a process on one node (a container included) can reach
+            # only its own VM, never its neighbours.
+            identity = az.managedidentity.UserAssignedIdentity(
+                f"{vm_name}-id", opts=child, **common
+            )
+            # Created before the VM, which waits for it: a caller without
+            # Microsoft.Authorization/roleAssignments/write (Contributor) fails here, before any
+            # GPU VM bills (components/azure/rules.py explains that error).
+            nic_role = allow(f"{vm_name}-nic-role", identity, nic.id)
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -94,17 +93,18 @@ class GpuFleet(GpufleetComponent):
                 )
             )
             vm = az.compute.VirtualMachine(
-                f"{name}-node-{i}",
+                vm_name,
                 **vm_profiles(
-                    f"{name}-node-{i}",
+                    vm_name,
                     it.name,
                     spec,
                     self.ssh_user,
                     self.keys.user.public_key_openssh,
                     self.user_data(i, extra=deploy_env),
                     nic,
+                    os_disk_name=os_disk_name(vm_name),
                 ),
-                availability_set=az.compute.SubResourceArgs(id=avset.id) if avset else None,
+                virtual_machine_scale_set=az.compute.SubResourceArgs(id=vmss.id),
                 proximity_placement_group=az.compute.SubResourceArgs(id=ppg.id),
                 identity=az.compute.VirtualMachineIdentityArgs(
                     type="UserAssigned", user_assigned_identities=[identity.id]
@@ -118,9 +118,17 @@ class GpuFleet(GpufleetComponent):
                     if spec.spot
                     else {}
                 ),
-                opts=child,
+                opts=self.child(depends_on=[nic_role]),
                 **common,
             )
+            allow(f"{vm_name}-vm-role", identity, vm.id)
+            disk_id = pulumi.Output.all(client.subscription_id, rg.name).apply(
+                lambda v, n=vm_name: (
+                    f"/subscriptions/{v[0]}/resourceGroups/{v[1]}/providers/"
+                    f"Microsoft.Compute/disks/{os_disk_name(n)}"
+                )
+            )
+            allow(f"{vm_name}-disk-role", identity, disk_id, depends_on=[vm])
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),

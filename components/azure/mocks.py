@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+
+def _seq(name: str, count: int) -> int:
+    """A per-node number from the resource's name, so that two plans are identical (the
+    registration order, and so `count`, varies between runs)."""
+    m = re.search(r"-node-(\d+)", name)
+    return int(m.group(1)) if m else count
+
 
 FAKE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 
 
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
+    count = _seq(name, count)
     if typ == "azure-native:network:NetworkInterface":
         configs = [dict(c) for c in inputs.get("ipConfigurations", [])]
         for c in configs:
@@ -16,7 +26,7 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
     if typ == "azure-native:network:PublicIPAddress":
         return {"ipAddress": f"198.51.100.{10 + count % 200}"}
     if typ == "azure-native:managedidentity:UserAssignedIdentity":
-        return {"principalId": f"principal-{count}", "clientId": f"client-{count}"}
+        return {"principalId": f"principal-{name}", "clientId": f"client-{name}"}
     if typ == "azure-native:compute:VirtualMachine":
         identity = dict(inputs.get("identity") or {})
         # Input: a list of identity ids; output: a map id -> details (as ARM returns it).

@@ -12,11 +12,16 @@ import pulumi_azure_native as az
 # Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
 VNET_CIDR = "10.45.0.0/16"
 SUBNET_CIDR = "10.45.0.0/20"
+# A pinned version, not "latest": the recipe keeps the image's driver only on the version
+# set's branch, so an image that moved to another branch would have its driver replaced by
+# the recipe on every new node. 22.04.2026082801 is the newest version named in public
+# deployment files read offline; confirm with `az vm image list --publisher microsoft-dsvm
+# --offer ubuntu-hpc --sku 2204 --all` (README, open questions).
 HPC_IMAGE = {
     "publisher": "microsoft-dsvm",
     "offer": "ubuntu-hpc",
     "sku": "2204",
-    "version": "latest",
+    "version": "22.04.2026082801",
 }
 
 
@@ -145,6 +150,7 @@ def vm_profiles(
     public_key: pulumi.Input[str],
     user_data: pulumi.Output[str],
     nic: Any,
+    os_disk_name: str | None = None,
 ) -> dict[str, Any]:
     """The VirtualMachine arguments every gpufleet VM shares: size, image, disk, login, NIC."""
     return {
@@ -155,6 +161,7 @@ def vm_profiles(
                 **({"id": spec.image} if spec.image else HPC_IMAGE)
             ),
             os_disk=az.compute.OSDiskArgs(
+                name=os_disk_name,
                 create_option="FromImage",
                 delete_option="Delete",
                 disk_size_gb=spec.disk_gb,

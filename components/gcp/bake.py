@@ -8,8 +8,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.bake import ImageBakeComponent
-from components.gcp.fleet import DLVM_IMAGE, labels
+from components.gcp.fleet import DLVM_IMAGE
 from components.gcp.network import build_networks
+from components.gcp.rules import default_zone, labels
 
 DEFAULT_BUILDER = "g2-standard-8"
 
@@ -21,7 +22,7 @@ class ImageBake(ImageBakeComponent):
         super().__init__(name, spec, opts)
         child = self.child()
         region = spec.effective_region
-        zone = spec.zone or f"{region}-a"
+        zone = spec.zone or default_zone(spec.instance_type or DEFAULT_BUILDER, region)
         node_labels = labels(self.tags)
         nets = build_networks(name, spec, 0, child, region)
         ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")

@@ -8,9 +8,15 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.catalog import lookup
-from components.errors import SpecError
 from components.fleet import GpufleetComponent
 from components.gcp.network import build_networks, ssh_tag, worker_nat
+from components.gcp.rules import (
+    COMPACT_SERIES,
+    check_spec,
+    labels,
+    termination_time,
+    zone_and_region,
+)
 
 # Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
 # files, still to verify at deploy time). The boot disk names the family itself, not the image
@@ -21,72 +27,22 @@ DLVM_IMAGE = (
     "projects/deeplearning-platform-release/global/images/family/"
     "common-cu128-ubuntu-2204-nvidia-570"
 )
-COMPACT_SERIES = ("a2-", "a3-")
-# GCE's limit on a VM's run time (max_run_duration): 120 days (limit-vm-runtime docs).
-MAX_RUN_MINUTES = 120 * 24 * 60
 
 
-def zone_and_region(spec: Any) -> tuple[str, str]:
-    """The VMs' zone and the subnets' region: the region follows the zone when only it is given."""
-    zone = spec.zone or f"{spec.effective_region}-a"
-    return zone, spec.region or zone.rsplit("-", 1)[0]
+def scheduling(spec: Any, expires_at: float) -> Any:
+    """GPU VMs cannot live-migrate; spot when asked; the TTL as an absolute time that DELETEs.
 
-
-def check_spec(spec: Any) -> None:
-    """GCP-specific refusals, before anything is declared."""
-    if not spec.ssh_cidrs:
-        # An ingress firewall without source ranges or tags admits 0.0.0.0/0
-        # (hashicorp/terraform-provider-google#6789), so an empty list would open SSH to all.
-        raise SpecError(
-            "ssh_cidrs",
-            "is empty; on GCP a firewall rule without sources admits every address",
-            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
-        )
-    zone, region = zone_and_region(spec)
-    if not zone.startswith(f"{region}-"):
-        raise SpecError(
-            "zone", f"{zone} is not in region {region}", f"pick a zone such as {region}-a"
-        )
-    if spec.ttl_minutes > MAX_RUN_MINUTES:
-        raise SpecError(
-            "ttl_minutes",
-            f"{spec.ttl_minutes} is over GCE's longest run-time limit of 120 days",
-            f"use at most {MAX_RUN_MINUTES} minutes",
-        )
-
-
-def scheduling(spec: Any) -> Any:
-    """GPU VMs cannot live-migrate; spot when asked; the TTL as a run-time limit that deletes.
-
-    A run-time limit works on STANDARD VMs as well as SPOT (GCE's limit-vm-runtime page; it even
-    lets GPU VMs deleted within 7 days draw on preemptible quota). A termination action with no
-    limit is refused on STANDARD, hence DELETE only alongside max_run_duration or spot.
+    Not max_run_duration: it counts from RUNNING and GCE clears the termination timestamp when
+    the VM stops, so a guest poweroff before it left a stopped VM and its disks billed
+    (limit-vm-runtime docs). terminationTime is absolute and the guest never powers off on GCP.
     """
     args: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": False}
     if spec.spot:
         args.update(provisioning_model="SPOT", preemptible=True)
     else:
         args.update(provisioning_model="STANDARD")
-    if spec.ttl_minutes:
-        args.update(
-            instance_termination_action="DELETE",
-            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(
-                seconds=spec.ttl_minutes * 60
-            ),
-        )
-    elif spec.spot:
-        args.update(instance_termination_action="DELETE")
+    args.update(instance_termination_action="DELETE", termination_time=termination_time(expires_at))
     return gcp.compute.InstanceSchedulingArgs(**args)
-
-
-def labels(tags: dict[str, str]) -> dict[str, str]:
-    """GCP labels: lowercase keys and values of letters, digits, '-' and '_'."""
-    import re
-
-    def clean(s: str) -> str:
-        return re.sub(r"[^a-z0-9_-]", "_", s.lower())[:63]
-
-    return {clean(k): clean(v) for k, v in tags.items()}
 
 
 class GpuFleet(GpufleetComponent):
@@ -120,6 +76,10 @@ class GpuFleet(GpufleetComponent):
             accelerators = [
                 gcp.compute.InstanceGuestAcceleratorArgs(type=it.accelerator, count=it.gpus)
             ]
+        # Bundled local SSDs declared as GCE attaches them, or the provider would see them as a
+        # change and replace the VM on the next apply (Cluster Toolkit sets local_ssd_count: 16
+        # for A3); the recipe mounts them as one RAID0 (images/steps/45-local-ssd.sh).
+        scratch = [gcp.compute.InstanceScratchDiskArgs(interface="NVME")] * it.local_ssds or None
         ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
 
         vms = []
@@ -153,7 +113,8 @@ class GpuFleet(GpufleetComponent):
                 ),
                 network_interfaces=nics,
                 guest_accelerators=accelerators,
-                scheduling=scheduling(spec),
+                scheduling=scheduling(spec, self.expires_at),
+                scratch_disks=scratch,
                 resource_policies=policy.self_link if policy else None,
                 metadata={"user-data": self.user_data(i), "ssh-keys": ssh_key},
                 labels=node_labels,

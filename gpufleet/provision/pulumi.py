@@ -170,6 +170,13 @@ class PulumiProvisioner:
             progress("pulumi up failed: destroying what it created")
             self._destroy(stack, progress)
             if isinstance(e, Exception):
+                from components.registry import explain_failure
+
+                known = explain_failure(spec.cloud, str(e))
+                if known:
+                    raise GpufleetError(
+                        f"pulumi up failed for {spec.name}: {known[0]}", hint=known[1]
+                    ) from e
                 raise GpufleetError(
                     f"pulumi up failed for {spec.name}: {str(e).strip()[-2000:]}",
                     hint="fix the cause above and run again; nothing was left behind",

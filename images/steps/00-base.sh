@@ -11,5 +11,5 @@ for p in "${PACKAGES[@]}"; do
 done
 [ "${#missing[@]}" -eq 0 ] && satisfied "${PACKAGES[*]}"
 log "installing ${missing[*]}"
-apt-get update -q
+apt_get update -q
 apt_install "${missing[@]}"

@@ -20,7 +20,7 @@ if [ -z "$have" ] || { [ "$have" != "$want" ] && strict; }; then
   curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list \
     | sed "s#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#g" \
     >"$R/etc/apt/sources.list.d/nvidia-container-toolkit.list"
-  apt-get update -q
+  apt_get update -q
   # All four at one version: apt would otherwise pick the newest for the dependencies.
   apt_install --allow-downgrades "nvidia-container-toolkit=$want-1" \
     "nvidia-container-toolkit-base=$want-1" "libnvidia-container-tools=$want-1" \

@@ -20,8 +20,17 @@ case "${GPUFLEET_FABRIC:-none}" in
     ;;
   infiniband)
     # facts §3.2-3.4: ubuntu-hpc brings OFED; GPUDirect RDMA needs nvidia-peermem loaded.
+    # Count devices with an InfiniBand port: accelerated networking's Ethernet VF (mlx5_an0)
+    # is an RDMA device too and would pass a count of names.
     devices=0
-    for d in "$R"/sys/class/infiniband/mlx5*; do [ -e "$d" ] && devices=$((devices + 1)); done
+    for d in "$R"/sys/class/infiniband/*; do
+      for ll in "$d"/ports/*/link_layer; do
+        if [ "$(cat "$ll" 2>/dev/null)" = InfiniBand ]; then
+          devices=$((devices + 1))
+          break
+        fi
+      done
+    done
     [ "$devices" -gt 0 ] || fail "no InfiniBand devices under /sys/class/infiniband"
     lsmod | grep -q '^nvidia_peermem' && satisfied "$devices IB devices, nvidia-peermem loaded"
     if reboot_pending; then
@@ -32,6 +41,16 @@ case "${GPUFLEET_FABRIC:-none}" in
     log "$devices IB devices; nvidia-peermem loaded"
     ;;
   tcpx | tcpxo)
+    # What the receive daemon needs from the host (Cluster Toolkit's A3 blueprints): without
+    # it every NCCL job fails, so say so here rather than in the first job.
+    if [ "$GPUFLEET_FABRIC" = tcpx ]; then
+      case "$(uname -r)" in
+        *tcpx*) ;;
+        *) grep -qs '^ID=cos' "$R/etc/os-release" || fail "GPUDirect-TCPX needs the linux-gcp-tcpx kernel (or COS); running $(uname -r)" ;;
+      esac
+    elif ! modinfo import-helper >/dev/null 2>&1 && [ ! -d "$R/dev/aperture_devices" ]; then
+      fail "GPUDirect-TCPXO needs the dmabuf import-helper module and /dev/aperture_devices"
+    fi
     # facts §2.5: the plugin image installs into /var/lib/<fabric>/lib64; the daemon serves it.
     dir="$R/var/lib/${GPUFLEET_FABRIC}/lib64"
     running="$(docker inspect -f '{{.State.Running}}' "$RXDM" 2>/dev/null || true)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fabric's NCCL settings (components/fabric.py, written by cloud-init to
-# /etc/gpufleet/nccl.env): NCCL_* into /etc/nccl.conf, which NCCL reads itself; everything,
+# /etc/gpufleet/nccl.env): NCCL_* merged into /etc/nccl.conf, which NCCL reads itself; everything,
 # plus the fabric's plugin directories on LD_LIBRARY_PATH, into a login profile file.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -21,11 +21,22 @@ if [ "${GPUFLEET_FABRIC:-none}" = tcpxo ]; then
   # The TCPXO plugin ships its own tuned settings (facts §2.5).
   want_profile+=$'\nif [ -f /var/lib/tcpxo/lib64/nccl-env-profile.sh ]; then . /var/lib/tcpxo/lib64/nccl-env-profile.sh; fi'
 fi
+# /etc/nccl.conf may come with the image: Azure's ubuntu-hpc writes NCCL_TOPO_FILE and more
+# into it at boot. Merge: the image's lines stay unless the fabric table sets the same key.
+# What the image wrote is the file as found whenever it differs from what this step last wrote.
+base="$STATE/nccl.conf.image"
+written="$STATE/nccl.conf.written"
+mkdir -p "$STATE"
+if [ -f "$conf" ] && ! cmp -s "$conf" "$written"; then cp "$conf" "$base"; fi
+keep="$(awk -F= 'NR == FNR { if ($1 != "") set[$1] = 1; next } NF && !($1 in set)' \
+  <(printf '%s\n' "$want_conf") "$base" 2>/dev/null || true)"
+want_conf="$(printf '%s\n%s\n' "$keep" "$want_conf" | sed '/^$/d')"
 if [ -f "$conf" ] && [ -f "$profile" ] && [ "$(cat "$conf")" = "$want_conf" ] \
   && [ "$(cat "$profile")" = "$want_profile" ]; then
   satisfied "$conf and $profile match the fabric table"
 fi
 mkdir -p "$(dirname "$conf")" "$(dirname "$profile")"
 printf '%s\n' "$want_conf" >"$conf"
+cp "$conf" "$written"
 printf '%s\n' "$want_profile" >"$profile"
 log "wrote $conf and $profile"

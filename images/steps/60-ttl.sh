@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The node's own expiry: a systemd timer that removes the node at GPUFLEET_EXPIRES_AT.
-# AWS/GCP: power off (AWS terminates on shutdown; GCP's max_run_duration deletes too).
+# AWS: power off (the instance terminates on shutdown). GCP: nothing (GPUFLEET_TTL_ACTION=none):
+# GCE deletes the VM at its terminationTime, and a poweroff first would leave it stopped, billed.
 # Azure: a powered-off VM is still billed, so it deletes itself through its managed identity.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -8,6 +9,7 @@ set -euo pipefail
 
 [ "${GPUFLEET_BAKE:-0}" = 1 ] && skip "baking an image: an expiry timer would be baked into every node"
 [ -n "${GPUFLEET_EXPIRES_AT:-}" ] || skip "no TTL"
+[ "${GPUFLEET_TTL_ACTION:-poweroff}" = none ] && skip "the cloud removes this node at its expiry"
 units="$R/etc/systemd/system"
 when="$(date -u -d "@$GPUFLEET_EXPIRES_AT" '+%Y-%m-%d %H:%M:%S UTC')"
 timer="[Unit]

@@ -73,8 +73,23 @@ enable_unit() {
   if reboot_pending; then systemctl enable "$@"; else systemctl enable --now "$@"; fi
 }
 
+# Every apt call waits for the dpkg lock instead of failing: on a first boot
+# unattended-upgrades may hold it for minutes. `update` takes the lists lock, which apt does
+# not wait for, so it is retried.
+APT_LOCK_WAIT=600
+apt_get() {
+  local try
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    DEBIAN_FRONTEND=noninteractive apt-get "$@" -o "DPkg::Lock::Timeout=$APT_LOCK_WAIT" && return 0
+    [ "$1" = update ] || return 1
+    log "apt-get update failed (try $try; another apt may hold the lock), retrying"
+    sleep "${GPUFLEET_APT_RETRY_SLEEP:-30}"
+  done
+  return 1
+}
+
 apt_install() {
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+  apt_get install -y -q "$@"
 }
 
 # The apt version of package $1 that starts with $2 (an epoch before it is allowed).
@@ -94,6 +109,6 @@ cuda_repo() {
   mkdir -p "$WORK"
   curl -fsSLo "$WORK/cuda-keyring.deb" \
     "https://developer.download.nvidia.com/compute/cuda/repos/$distro/x86_64/cuda-keyring_1.1-1_all.deb"
-  dpkg -i "$WORK/cuda-keyring.deb"
-  apt-get update -q
+  apt_install "$WORK/cuda-keyring.deb"  # through apt, which waits for the lock
+  apt_get update -q
 }

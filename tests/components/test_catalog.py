@@ -170,7 +170,8 @@ def test_lookup_and_price():
     ],
 )
 def test_spec_derives_gpus_and_fabric_from_the_catalog(cloud, name, gpus, fabric):
-    spec = ClusterSpec(name="t", cloud=cloud, instance_type=name)
+    image = {"image": "img"} if fabric == "tcpxo" else {}  # A3 needs a TCPXO-ready image
+    spec = ClusterSpec(name="t", cloud=cloud, instance_type=name, **image)
     assert (spec.gpus, spec.fabric) == (gpus, fabric)
 
 

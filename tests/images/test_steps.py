@@ -23,7 +23,7 @@ STEP_NAMES = [p.name for p in SCRIPTS if p.name[:2].isdigit() and p.name != "90-
 BOOT_ID = "5c1d2a8e-0000-4000-8000-000000000001"
 
 # Recorded into `calls`: anything that installs, downloads or changes system state.
-RECORDING = ("apt-get", "curl", "dpkg", "modprobe", "gpg")
+RECORDING = ("apt-get", "curl", "dpkg", "modprobe", "gpg", "mdadm", "mkfs.ext4", "mount")
 FAKES = {
     # Knobs (files under K) say what the node has; an absent knob is an absent tool or state.
     "nvidia-smi": """d="$(cat K/driver 2>/dev/null)"; [ -n "$d" ] || exit 9
@@ -59,6 +59,12 @@ exit 0""",
   *) echo "docker $*" >> CALLS ;;
 esac""",
     "dpkg-query": 'echo "install ok installed"',
+    "mountpoint": "[ -f K/mounted ]",
+    "uname": """case "$1" in
+  -r) cat K/kernel 2>/dev/null || echo 5.15.0-1071-gcp ;;
+  *) echo Linux ;;
+esac""",
+    "modinfo": '[ -f K/import-helper ] && echo "name: import-helper"',
     "apt-cache": """case "$2" in
   libnccl2) for v in 2.31.2-1+cuda13.2 2.30.4-1+cuda13.0 2.29.3-1+cuda12.9; do
       echo " libnccl2 | $v | https://developer.download.nvidia.com Packages"; done ;;
@@ -183,8 +189,11 @@ def prebake(node: Node) -> Node:
     elif fabric == "infiniband":
         node.knob("peermem")
         for i in range(8):
-            node.put(f"sys/class/infiniband/mlx5_ib{i}/node_type", "1: CA\n")
+            node.put(f"sys/class/infiniband/mlx5_ib{i}/ports/1/link_layer", "InfiniBand\n")
+        node.put("sys/class/infiniband/mlx5_an0/ports/1/link_layer", "Ethernet\n")
     elif fabric in ("tcpx", "tcpxo"):
+        node.knob("kernel", "6.8.0-1015-gcp-tcpx")  # what a TCPX-ready image runs
+        node.knob("import-helper")
         node.put(f"var/lib/{fabric}/lib64/libnccl-net.so")
         node.knob("rxdm", "true\n")
     # What the first boot left behind: NCCL files and the TTL timer.
@@ -235,7 +244,8 @@ def test_every_script_is_strict_bash(script):
 def test_each_step_is_satisfied_on_a_ready_p4d(p4d, step):
     r = p4d.run(step)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "already satisfied" in r.stdout, r.stdout
+    ok = "skipped: no local SSDs" if step == "45-local-ssd.sh" else "already satisfied"
+    assert ok in r.stdout, r.stdout
     assert p4d.recorded() == ""
 
 
@@ -596,3 +606,141 @@ def test_aws_expiry_only_powers_off(p4d):
     script = p4d.root / "usr/local/sbin/gpufleet-expire"
     r = subprocess.run(["bash", str(script)], env=p4d.env, capture_output=True, text=True)
     assert r.returncode == 0 and p4d.recorded() == "systemctl poweroff\n"
+
+
+# --- cloud facts the recipe depends on (issue 7) ----------------------------------------------
+
+
+def test_apt_waits_for_the_lock_unattended_upgrades_holds_on_first_boot(tmp_path):
+    """Ubuntu cloud images run unattended-upgrades on first boot, holding the dpkg lock, and a
+    plain apt-get fails at once on it ("Could not get lock /var/lib/dpkg/lock-frontend").
+    Microsoft's azhpc-images disables unattended upgrades (ubuntu/common/disable_auto_upgrade.sh)
+    and apt waits for the lock only when told to (apt.conf(5), DPkg::Lock::Timeout): every apt
+    call of the recipe must carry the timeout and the node must turn the upgrades off."""
+    node = make_node(tmp_path, "gcp", "g2-standard-8")
+    (node.bin / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")  # nothing installed yet
+    r = node.run("00-base.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = [c for c in node.recorded().splitlines() if c.startswith("apt-get")]
+    assert [c.split()[1] for c in calls] == ["update", "install"]
+    assert all("-o DPkg::Lock::Timeout=600" in c for c in calls), calls
+    doc = yaml.safe_load(render_cloud_init(BootstrapContext(
+        "t", "gcp", "g2-standard-8", 0, 2, "u", "ssh-ed25519 A u", "K", "ssh-ed25519 B h",
+    )))  # fmt: skip
+    conf = {f["path"]: f["content"] for f in doc["write_files"]}["/etc/apt/apt.conf.d/99-gpufleet"]
+    assert 'APT::Periodic::Unattended-Upgrade "0";' in conf
+    assert 'DPkg::Lock::Timeout "600";' in conf
+    assert "dpkg -i" not in (STEPS / "lib.sh").read_text().split("cuda_repo()")[1]
+
+
+def test_gcp_node_never_powers_itself_off_at_expiry(tmp_path):
+    """GCE clears a VM's termination timestamp when the VM is stopped, so a guest poweroff
+    before GCE's own DELETE leaves a stopped VM whose disks stay billed
+    (cloud.google.com/compute/docs/instances/limit-vm-runtime: "The termination timestamp is
+    automatically cleared whenever a VM is stopped or suspended"). GCE's terminationTime deletes
+    the node; the node arms no poweroff of its own."""
+    node = prebake(make_node(tmp_path, "gcp", "a2-highgpu-8g"))
+    assert node.node_env["GPUFLEET_TTL_ACTION"] == "none"
+    assert not (node.root / "etc/systemd/system/gpufleet-ttl.timer").exists()
+    r = node.run("60-ttl.sh")
+    assert r.returncode == 0 and "skipped" in r.stdout and node.recorded() == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "knob", "missing"),
+    [("gcp-a3-tcpx", "kernel", "linux-gcp-tcpx kernel"),
+     ("gcp-a3-tcpxo", "import-helper", "import-helper")],
+)  # fmt: skip
+def test_a3_fabric_step_fails_plainly_without_what_the_receive_daemon_needs(
+    tmp_path, name, knob, missing
+):
+    """GPUDirect-TCPX's receive daemon needs the linux-gcp-tcpx kernel (or COS) and TCPXO needs
+    the dmabuf import-helper module with /dev/aperture_devices (Cluster Toolkit a3-highgpu-8g /
+    a3-megagpu-8g blueprints; the stock Deep Learning VM image has neither): the fabric step
+    fails saying what is missing instead of starting a daemon that cannot work."""
+    node = prebake(make_node(tmp_path, *NODES[name]))
+    node.knob("rxdm", None)
+    node.knob(knob, None)
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 1 and missing in r.stderr
+    assert "docker run" not in node.recorded()
+
+
+def test_one_node_tcpx_cluster_gets_no_net_plugin():
+    """NCCL_NET=GPUDirectTCPX_v7 makes NCCL use the TCPX plugin for every communicator, and on a
+    single node (no peer to receive) init fails instead of using NVLink; Cluster Toolkit's A3
+    NCCL scripts set it only for multi-node runs."""
+    one = cloud_init_files("gcp", "a3-highgpu-8g")  # node_count 2
+    assert "NCCL_NET=GPUDirectTCPX_v7" in one["/etc/gpufleet/nccl.env"]
+    ctx = BootstrapContext(
+        "t", "gcp", "a3-highgpu-8g", 0, 1, "u", "ssh-ed25519 A u", "K", "ssh-ed25519 B h", "tcpx",
+    )  # fmt: skip
+    files = {f["path"]: f["content"] for f in yaml.safe_load(render_cloud_init(ctx))["write_files"]}
+    assert "NCCL_NET" not in files["/etc/gpufleet/nccl.env"]
+
+
+def test_local_ssds_become_one_raid0_mounted_once(tmp_path):
+    """A3 VMs come with 16 bundled 375 GB local NVMe SSDs (GCE GPU machine types page; Cluster
+    Toolkit mounts them as one RAID0): the step builds the array on first boot and mounts it;
+    once mounted it does nothing."""
+    node = make_node(tmp_path, "gcp", "a3-highgpu-8g")
+    for i in range(16):
+        node.put(f"dev/disk/by-id/google-local-nvme-ssd-{i}")
+    (node.bin / "mdadm").write_text(  # no array to assemble yet
+        f'#!/bin/sh\necho "mdadm $*" >> {node.calls}\ncase "$1" in --assemble) exit 1 ;; esac\n'
+    )
+    r = node.run("45-local-ssd.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = node.recorded()
+    assert "--level=0" in calls and "--raid-devices=16" in calls
+    assert "/dev/disk/by-id/google-local-nvme-ssd-15" in calls and "mkfs.ext4" in calls
+    assert "mount -o discard,defaults,nofail /dev/md/gpufleet-localssd" in calls
+    node.forget()
+    node.knob("mounted")
+    r = node.run("45-local-ssd.sh")
+    assert "already satisfied" in r.stdout and node.recorded() == ""
+
+
+def test_infiniband_check_does_not_count_the_ethernet_vf(tmp_path):
+    """On Azure ND sizes the accelerated-networking Ethernet VF is an mlx5 RDMA device too
+    (mlx5_an0, link layer Ethernet) next to the InfiniBand HCAs mlx5_ib0..7 (Azure NHC's
+    nd96asr_v4.conf / nd96isr_h100_v5.conf check mlx5_ib* ports). A node whose IB ports are
+    missing must fail the fabric check even though mlx5_an0 is there."""
+    node = prebake(make_node(tmp_path, *NODES["azure-nd"]))
+    for i in range(8):
+        shutil.rmtree(node.root / f"sys/class/infiniband/mlx5_ib{i}")
+    assert (node.root / "sys/class/infiniband/mlx5_an0").exists()
+    r = node.run("40-fabric.sh")
+    assert r.returncode == 1 and "no InfiniBand devices" in r.stderr
+
+
+def test_nccl_conf_keeps_the_topology_file_the_hpc_image_wrote(tmp_path):
+    """Azure's ubuntu-hpc image writes /etc/nccl.conf at boot with
+    NCCL_TOPO_FILE=/opt/microsoft/ndv4/topo.xml (ndv5 for H100) (azhpc-images
+    setup_sku_customizations.sh, customizations/ndv4.sh, ndv5.sh); without the topology file
+    NCCL on ND sizes mis-pairs GPUs and HCAs. The step merges its settings into the file and
+    keeps the image's other lines; the node's table names the size's own topology file."""
+    node = make_node(tmp_path, "azure", "Standard_ND96isr_H100_v5")
+    node.put("etc/nccl.conf", "NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml\nNCCL_FOO=1\n")
+    r = node.run("50-nccl-env.sh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    conf = (node.root / "etc/nccl.conf").read_text().splitlines()
+    assert "NCCL_FOO=1" in conf and "NCCL_IB_PCI_RELAXED_ORDERING=1" in conf
+    assert conf.count("NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml") == 1
+    r = node.run("50-nccl-env.sh")  # a second boot: nothing to do
+    assert "already satisfied" in r.stdout
+    a100 = cloud_init_files("azure", "Standard_ND96asr_v4")["/etc/gpufleet/nccl.env"]
+    assert "NCCL_TOPO_FILE=/opt/microsoft/ndv4/topo.xml" in a100.splitlines()
+
+
+def test_no_rank_on_infiniband_is_told_to_run_ucx_over_tcp():
+    """UCX_TLS=tcp (with UCX_NET_DEVICES=eth0) makes UCX, and so Open MPI / HPC-X, use TCP on
+    the Ethernet NIC only (UCX docs, UCX_TLS); azurehpc's NCCL test scripts set it for one
+    run's out-of-band bootstrap, not for jobs. Exported to every rank it would move MPI off
+    InfiniBand."""
+    from components.fabric import nccl_env
+
+    env = nccl_env("infiniband")
+    assert "UCX_TLS" not in env and "UCX_NET_DEVICES" not in env
+    files = cloud_init_files("azure", "Standard_ND96asr_v4")
+    assert "UCX_" not in files["/etc/gpufleet/nccl.env"]

@@ -1,4 +1,4 @@
-"""Azure stacks under mocks: one availability set + PPG, VNet clear of 172.16/16, HPC image, NSG."""
+"""Azure stacks under mocks: one Flexible scale set + PPG, VNet clear of 172.16/16, image, NSG."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import ipaddress
 
 import pytest
 
+from components.azure.mocks import FAKE_SUBSCRIPTION
 from components.errors import SpecError
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
@@ -25,15 +26,23 @@ def nd():
 
 
 @pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
-def test_nodes_share_one_availability_set_in_one_proximity_group(stack):
+def test_nodes_share_one_flexible_scale_set_in_one_proximity_group(stack):
+    """ND A100 v4 / ND H100 v5: InfiniBand is "configured automatically between VMs in the same
+    virtual machine scale set" (azure-docs ndasra100v4 / ndh100v5 series pages); Microsoft's
+    CycleCloud and az-hop put ND nodes in scale sets. Individual VMs join one Flexible scale
+    set (orchestration Flexible, one fault domain), not an availability set."""
     nd = plan(stack)
-    (avset,) = nd.of_type("azure-native:compute:AvailabilitySet")
+    vmss = nd.one("azure-native:compute:VirtualMachineScaleSet")
+    assert vmss.inputs["orchestrationMode"] == "Flexible"
+    assert vmss.inputs["platformFaultDomainCount"] == 1
+    assert not nd.of_type("azure-native:compute:AvailabilitySet")
     (ppg,) = nd.of_type("azure-native:compute:ProximityPlacementGroup")
     vms = nd.of_type(VM)
     assert len(vms) == 2
-    assert {vm.inputs["availabilitySet"]["id"] for vm in vms} == {f"{avset.name}-id"}
-    assert len({vm.inputs["proximityPlacementGroup"]["id"] for vm in vms}) == 1
-    assert avset.inputs["proximityPlacementGroup"]["id"] == f"{ppg.name}-id"
+    assert {vm.inputs["virtualMachineScaleSet"]["id"] for vm in vms} == {f"{vmss.name}-id"}
+    assert all("availabilitySet" not in vm.inputs for vm in vms)
+    assert {vm.inputs["proximityPlacementGroup"]["id"] for vm in vms} == {f"{ppg.name}-id"}
+    assert vmss.inputs["proximityPlacementGroup"]["id"] == f"{ppg.name}-id"
 
 
 def test_vnet_avoids_the_rdma_range(nd):
@@ -93,7 +102,10 @@ def test_public_workers_gives_every_nic_a_public_ip_and_needs_no_nat():
     assert all(n["public_ip"] for n in p.outputs["nodes"])
 
 
-def test_hpc_image_and_custom_data_with_ttl_identity(nd):
+def test_hpc_image_pinned_and_custom_data(nd):
+    """A marketplace image "latest" moves: microsoft-dsvm:ubuntu-hpc:2204 changes its NVIDIA
+    driver branch between versions (azhpc-images versions.json per release), and the recipe
+    replaces a driver off the version set's branch, so the image version is pinned."""
     for vm in nd.of_type(VM):
         ref = vm.inputs["storageProfile"]["imageReference"]
         assert (ref["publisher"], ref["offer"], ref["sku"]) == (
@@ -101,30 +113,93 @@ def test_hpc_image_and_custom_data_with_ttl_identity(nd):
             "ubuntu-hpc",
             "2204",
         )
+        assert ref["version"] != "latest" and ref["version"].startswith("22.04.")
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert text.startswith("#cloud-config")
-        assert vm.inputs["identity"]["type"] == "UserAssigned"
         assert "priority" not in vm.inputs
-    role = nd.one("azure-native:authorization:RoleAssignment")
-    assert role.inputs["roleDefinitionId"].endswith("9980e02c-c2be-4d73-94e8-173b1dc7cf3c")
 
 
-def test_spot_evicts_by_deletion_outside_any_availability_set():
-    p = plan("azure-nd-a100", instance_type="Standard_NC96ads_A100_v4", spot=True)
-    vms = p.of_type(VM)
-    assert len(vms) == 2
-    for vm in vms:
-        assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
-        assert "availabilitySet" not in vm.inputs  # ARM refuses Spot VMs in one
-        assert vm.inputs["proximityPlacementGroup"]["id"]
-    assert not p.of_type("azure-native:compute:AvailabilitySet")
+def test_each_node_may_delete_only_itself(nd):
+    """A user-assigned identity is usable by any process on a VM it is attached to (IMDS hands
+    out its tokens, containers included), and a role assignment on the resource group covers
+    every VM in it (Azure RBAC scope inheritance). Each node gets its own identity, allowed on
+    its own VM, NIC and OS disk only (what ARM's delete of the VM with deleteOption=Delete
+    touches), never on the group or a neighbour."""
+    roles = nd.of_type("azure-native:authorization:RoleAssignment")
+    ids = nd.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    assert len(ids) == 2 and len(roles) == 6
+    for role in roles:
+        assert role.inputs["roleDefinitionId"].endswith("9980e02c-c2be-4d73-94e8-173b1dc7cf3c")
+    principals = set()
+    for vm in nd.of_type(VM):
+        (own,) = vm.inputs["identity"]["userAssignedIdentities"]
+        assert own == f"{vm.name}-id-id"  # its own identity, not a shared one
+        mine = [r for r in roles if r.name.startswith(f"{vm.name}-")]
+        assert {r.inputs["scope"] for r in mine} == {
+            f"{vm.name}-nic-id",
+            f"{vm.name}-id",
+            f"/subscriptions/{FAKE_SUBSCRIPTION}/resourceGroups/azure-nd-a100-rg/providers/"
+            f"Microsoft.Compute/disks/{vm.name}-osdisk",
+        }
+        (principal,) = {r.inputs["principalId"] for r in mine}
+        principals.add(principal)
+        assert vm.inputs["storageProfile"]["osDisk"]["name"] == f"{vm.name}-osdisk"
+    assert len(principals) == 2
 
 
-@pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
-def test_spot_on_an_infiniband_size_is_refused(stack):
+def test_vms_wait_for_a_role_assignment_so_a_contributor_fails_before_any_vm():
+    """Creating a role assignment needs Microsoft.Authorization/roleAssignments/write, which the
+    Contributor role does not have (Azure built-in roles: Contributor's NotActions include
+    Microsoft.Authorization/*/Write). Every VM depends on its node's first role assignment, so
+    a caller without it fails before any GPU VM exists, and the error is named plainly."""
+    from components.registry import explain_failure
+
+    p = plan("azure-nd-a100")
+    roles = {r.name for r in p.of_type("azure-native:authorization:RoleAssignment")}
+    for vm in p.of_type(VM):
+        assert f"{vm.name}-nic-role" in vm.depends_on and f"{vm.name}-nic-role" in roles
+    err = (
+        "AuthorizationFailed: The client 'x' does not have authorization to perform action "
+        "'Microsoft.Authorization/roleAssignments/write' over scope '/subscriptions/...'"
+    )
+    problem, fix = explain_failure("azure", err)
+    assert "roleAssignments/write" in problem and "No VM was created" in problem
+    assert "Owner" in fix
+
+
+def test_spot_evicts_by_deletion_inside_the_scale_set():
+    """Spot VMs cannot join an availability set, but may join a Flexible scale set (azure-docs
+    flexible-virtual-machine-scale-sets / spot-vms), so InfiniBand sizes can run on Spot."""
+    for itype in ("Standard_NC96ads_A100_v4", "Standard_ND96asr_v4"):
+        p = plan("azure-nd-a100", instance_type=itype, spot=True)
+        vmss = p.one("azure-native:compute:VirtualMachineScaleSet")
+        for vm in p.of_type(VM):
+            assert vm.inputs["priority"] == "Spot" and vm.inputs["evictionPolicy"] == "Delete"
+            assert vm.inputs["virtualMachineScaleSet"]["id"] == f"{vmss.name}-id"
+
+
+@pytest.mark.parametrize(
+    ("tags", "why"),
+    [({"a/b": "x"}, "contains /"), ({"Team": "a", "team": "b"}, "case-insensitive"),
+     ({"azure-owner": "x"}, "reserves"), ({"t": "v" * 257}, "256"), ({"": "x"}, "1-512")],
+)  # fmt: skip
+def test_tags_arm_would_refuse_or_merge_are_refused(tags, why):
+    """ARM tag names hold at most 512 characters and none of < > % & \\ ? /, are
+    case-insensitive, may not start with microsoft/azure/windows, and values hold at most 256
+    characters (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources
+    #limitations)."""
     with pytest.raises(SpecError) as e:
-        plan(stack, spot=True)
-    assert e.value.field == "spot"
+        plan("azure-nd-a100", tags=tags)
+    assert e.value.field == "tags" and why in e.value.problem
+
+
+@pytest.mark.parametrize("user", ["admin", "root", "Ubuntu", "1user", "u" * 65])
+def test_admin_user_names_azure_refuses_are_refused(user):
+    """OSProfile.adminUsername (Compute REST API): Linux names of 1-64 characters, and a list
+    of disallowed values ("administrator", "admin", "root", "user", ...)."""
+    with pytest.raises(SpecError) as e:
+        plan("azure-nd-a100", ssh_user=user)
+    assert e.value.field == "ssh_user"
 
 
 def test_empty_ssh_cidrs_are_refused():

@@ -36,12 +36,19 @@ def test_vms_share_one_compact_policy_without_vm_count(a2):
     assert links == {f"https://www.googleapis.com/compute/v1/projects/p/x/{policy.name}"}
 
 
-def test_spot_with_ttl_deletes_at_max_run_duration(a2):
-    for vm in a2.of_type(VM):
+@pytest.mark.parametrize("stack", ["gcp-a2", "gcp-g2"])  # spot and standard
+def test_ttl_is_an_absolute_termination_time_that_deletes(stack):
+    """GCE's max_run_duration counts from RUNNING and "the termination timestamp is
+    automatically cleared whenever a VM is stopped or suspended"; terminationTime is an absolute
+    time, and instanceTerminationAction=DELETE deletes rather than stops
+    (cloud.google.com/compute/docs/instances/limit-vm-runtime). The expiry is therefore the
+    absolute time, with DELETE, on spot and standard VMs alike."""
+    for vm in plan(stack).of_type(VM):
         s = vm.inputs["scheduling"]
-        assert s["provisioningModel"] == "SPOT" and s["preemptible"] is True
+        assert s["terminationTime"] == "2030-03-17T17:46:40Z"  # expires_at 1_900_000_000
         assert s["instanceTerminationAction"] == "DELETE"
-        assert s["maxRunDuration"]["seconds"] == 240 * 60
+        assert "maxRunDuration" not in s
+        assert s["provisioningModel"] == ("SPOT" if stack == "gcp-a2" else "STANDARD")
 
 
 def test_ssh_firewall_only_from_stack_cidrs(a2):
@@ -50,6 +57,42 @@ def test_ssh_firewall_only_from_stack_cidrs(a2):
     assert ssh["sourceRanges"] == ["203.0.113.0/24"] and ssh["allows"][0]["ports"] == ["22"]
     assert all("0.0.0.0/0" not in f.inputs.get("sourceRanges", []) for f in fws.values())
     assert fws["gcp-a2-internal"].inputs["allows"] == [{"protocol": "all"}]
+
+
+def test_guest_agent_keeps_the_pinned_host_key(a2):
+    """google-guest-agent generates new SSH host keys on a VM's first boot unless
+    `[InstanceSetup] set_host_keys = false` is in /etc/default/instance_configs.cfg
+    (GoogleCloudPlatform/guest-agent README, "Instance Setup" and "Configuration"); the agent
+    starts after network-online.target, cloud-init's write_files runs before it. A regenerated
+    key would break the known_hosts gpufleet pinned."""
+    import yaml
+
+    for vm in a2.of_type(VM):
+        doc = yaml.safe_load(vm.inputs["metadata"]["user-data"])
+        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        cfg = files["/etc/default/instance_configs.cfg"]
+        assert cfg.splitlines() == ["[InstanceSetup]", "set_host_keys = false"]
+
+
+def test_a3_is_refused_on_the_stock_image_naming_what_is_missing():
+    """On the stock Deep Learning VM image GPUDirect-TCPX's receive daemon cannot work: it needs
+    the linux-gcp-tcpx kernel or COS (TCPXO: the import-helper module and /dev/aperture_devices),
+    as Cluster Toolkit's a3-highgpu / a3-megagpu blueprints provide; with NCCL_NET forced every
+    NCCL job fails. gpufleet refuses that combination before anything is created."""
+    for itype, missing in (("a3-highgpu-8g", "linux-gcp-tcpx"), ("a3-megagpu-8g", "import-helper")):
+        with pytest.raises(SpecError) as e:
+            plan("gcp-a3", instance_type=itype, image=None, zone="us-east4-a", region="us-east4")
+        assert e.value.field == "image" and missing in e.value.problem
+
+
+def test_a3_local_ssds_are_declared_so_a_reapply_keeps_the_vm():
+    """a3-highgpu-8g comes with 16 bundled 375 GB local NVMe SSDs (GCE GPU machine types page;
+    Cluster Toolkit sets local_ssd_count: 16 for A3). Left out of the instance's scratch disks,
+    the provider sees GCE's disks as a difference and replaces the VM on the next apply."""
+    for vm in plan("gcp-a3").of_type(VM):
+        assert vm.inputs["scratchDisks"] == [{"interface": "NVME"}] * 16
+    for vm in plan("gcp-a2").of_type(VM):  # a2-highgpu has none bundled
+        assert "scratchDisks" not in vm.inputs
 
 
 def test_only_the_head_has_an_external_ip_and_takes_ssh_from_outside(a2):
@@ -170,3 +213,63 @@ def test_zone_outside_the_region_and_ttl_past_gce_limit_are_refused():
     with pytest.raises(SpecError) as e:
         plan("gcp-g2", ttl_minutes=121 * 24 * 60)
     assert e.value.field == "ttl_minutes"
+
+
+@pytest.mark.parametrize(
+    ("region", "itype", "zone"),
+    [("us-east1", "g2-standard-8", "us-east1-b"),
+     ("europe-west1", "g2-standard-8", "europe-west1-b"),
+     ("us-central1", "a3-highgpu-8g", "us-central1-a")],
+)  # fmt: skip
+def test_default_zone_is_a_real_zone_that_offers_the_type(region, itype, zone):
+    """us-east1 and europe-west1 have no "-a" zone (their zones are b, c, d: GCE regions and
+    zones page), so "<region>-a" does not exist there; GPU types are offered in only some zones
+    of a region (GCE "GPU regions and zones"). The default zone comes from a table of zones
+    that offer the type."""
+    p = plan("gcp-g2", region=region, zone=None, instance_type=itype, image="img")
+    assert {vm.inputs["zone"] for vm in p.of_type(VM)} == {zone}
+
+
+def test_a_region_without_known_gpu_zones_needs_an_explicit_zone():
+    """A guessed zone fails only at `pulumi up`, after the network is created; gpufleet asks
+    for the zone instead (GCE "GPU regions and zones": not every region offers every GPU)."""
+    with pytest.raises(SpecError) as e:
+        plan("gcp-g2", region="southamerica-west1", zone=None)
+    assert e.value.field == "zone"
+
+
+@pytest.mark.parametrize(
+    ("tags", "why"),
+    [({"1team": "x"}, "not a valid"), ({"": "x"}, "not a valid"),
+     ({"Team": "a", "team": "b"}, "same GCP label key"), ({"k" * 64: "x"}, "not a valid")],
+)  # fmt: skip
+def test_label_keys_gce_would_refuse_or_merge_are_refused(tags, why):
+    """GCE label keys must start with a lowercase letter and hold 1-63 lowercase letters,
+    digits, '_' or '-', and keys are unique per resource
+    (cloud.google.com/compute/docs/labeling-resources#requirements): `1team` and an empty key
+    are refused by the API, and `Team`/`team` would silently become one label."""
+    with pytest.raises(SpecError) as e:
+        plan("gcp-g2", tags=tags)
+    assert e.value.field == "tags" and why in e.value.problem
+
+
+def test_uppercase_label_key_alone_is_lowercased():
+    p = plan("gcp-g2", tags={"Team": "ML Platform"})
+    for vm in p.of_type(VM):
+        assert vm.inputs["labels"]["team"] == "ml_platform"
+
+
+def test_compact_placement_cap_is_enforced_in_the_spec():
+    """A compact placement policy holds at most 150 VMs (GCE placement policies overview,
+    cloud.google.com/compute/docs/instances/define-instance-placement); a bigger A2/A3 cluster
+    would fail at creation. The spec refuses it; G2 gets no compact policy and is not capped."""
+    from components.gcp.rules import check_spec
+    from components.spec import ClusterSpec
+
+    base = {"name": "big", "cloud": "gcp", "instance_type": "a2-highgpu-8g",
+            "ssh_cidrs": ["203.0.113.0/24"], "zone": "us-central1-a"}  # fmt: skip
+    check_spec(ClusterSpec.from_input({**base, "nodes": 150}))
+    with pytest.raises(SpecError) as e:
+        ClusterSpec.from_input({**base, "nodes": 151})
+    assert e.value.field == "nodes" and "150" in e.value.problem
+    ClusterSpec.from_input({**base, "nodes": 151, "instance_type": "g2-standard-8"})

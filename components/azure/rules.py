@@ -1,0 +1,101 @@
+"""Azure's own rules on a spec (tags, admin user) and its errors explained: pure, no SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.errors import SpecError
+
+# ARM tag limits (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources
+# #limitations): names up to 512 characters, case-insensitive, without < > % & \ ? /, not
+# starting with the reserved prefixes; values up to 256 characters.
+TAG_NAME_MAX, TAG_VALUE_MAX = 512, 256
+TAG_NAME_FORBIDDEN = set("<>%&\\?/")
+TAG_RESERVED_PREFIXES = ("microsoft", "azure", "windows")
+# OSProfile.adminUsername (Compute REST API): 1-64 characters on Linux, and these are refused.
+ADMIN_DISALLOWED = frozenset(
+    ["administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1",
+     "1", "123", "a", "actuser", "adm", "admin2", "aspnet", "backup", "console", "david",
+     "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0", "sys",
+     "test2", "test3", "user4", "user5"]
+)  # fmt: skip
+_USER_FIRST = set("abcdefghijklmnopqrstuvwxyz_")
+_USER_CHARS = _USER_FIRST | set("0123456789-")
+
+
+def check_tags(tags: dict[str, str]) -> None:
+    """Refuse tags ARM would refuse, or would merge (names are case-insensitive)."""
+    seen: dict[str, str] = {}
+    for name, value in tags.items():
+        bad = sorted(TAG_NAME_FORBIDDEN & set(name))
+        if not name or len(name) > TAG_NAME_MAX or bad:
+            why = f"contains {' '.join(bad)}" if bad else "must have 1-512 characters"
+            raise SpecError(
+                "tags", f"{name!r} is not a valid Azure tag name: it {why}", "rename the tag"
+            )
+        if name.lower().startswith(TAG_RESERVED_PREFIXES):
+            raise SpecError(
+                "tags",
+                f"{name!r} starts with a prefix Azure reserves (microsoft, azure, windows)",
+                "rename the tag",
+            )
+        if name.lower() in seen:
+            raise SpecError(
+                "tags",
+                f"{seen[name.lower()]!r} and {name!r} are the same tag on Azure "
+                "(tag names are case-insensitive)",
+                "keep one of them",
+            )
+        seen[name.lower()] = name
+        if len(value) > TAG_VALUE_MAX:
+            raise SpecError(
+                "tags", f"the value of {name!r} is over Azure's 256 characters", "shorten it"
+            )
+
+
+def check_admin(user: str) -> None:
+    """Refuse an admin user name ARM refuses, or that is no Linux user name."""
+    if user in ADMIN_DISALLOWED:
+        raise SpecError(
+            "ssh_user",
+            f"{user!r} is a name Azure refuses for the admin user",
+            "pick another, e.g. azureuser (the default)",
+        )
+    if not 1 <= len(user) <= 64 or user[0] not in _USER_FIRST or set(user) - _USER_CHARS:
+        raise SpecError(
+            "ssh_user",
+            f"{user!r} is not a valid Azure Linux admin user name",
+            "use 1-64 lowercase letters, digits, '_' or '-', starting with a letter or '_'",
+        )
+
+
+def spec_rules(spec: Any) -> None:
+    """What ClusterSpec itself checks on Azure."""
+    check_tags(spec.tags)
+    check_admin(spec.effective_ssh_user)
+
+
+def check_spec(spec: Any) -> None:
+    """Azure-specific refusals, before anything is declared (the component's whole check)."""
+    if not spec.ssh_cidrs:
+        raise SpecError(
+            "ssh_cidrs",
+            "is empty; the NSG would have no address to let SSH in from",
+            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
+        )
+    spec_rules(spec)
+
+
+def explain_failure(text: str) -> tuple[str, str] | None:
+    """A plain account of an Azure deployment error gpufleet knows, as (problem, fix)."""
+    if "roleAssignments/write" in text or (
+        "AuthorizationFailed" in text and "roleAssignments" in text
+    ):
+        return (
+            "your Azure identity may not create role assignments "
+            "(Microsoft.Authorization/roleAssignments/write, which Contributor lacks); each node "
+            "needs one to delete itself at its expiry. No VM was created: they wait for it.",
+            "run as Owner or User Access Administrator on the subscription or resource group, "
+            "or have one grant you Role Based Access Control Administrator",
+        )
+    return None

@@ -1,0 +1,188 @@
+"""GCP's own rules on a spec (zones, labels, placement, TTL, A3 fabric): pure, no SDK import."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from components.errors import SpecError
+
+# GCE's limit on a VM's run time, by duration or termination time: 120 days (limit-vm-runtime).
+MAX_RUN_MINUTES = 120 * 24 * 60
+COMPACT_SERIES = ("a2-", "a3-")
+# "Compact placement policies support up to 150 VMs per policy" (placement policies overview,
+# cloud.google.com/compute/docs/instances/define-instance-placement). Newer series may allow
+# more; refusing above 150 is the safe side of that open question (README).
+COMPACT_MAX_VMS = 150
+
+# Zones that offer each machine series, by region, in the order gpufleet tries them
+# (GCE's "GPU regions and zones" page, cloud.google.com/compute/docs/gpus/gpu-regions-zones).
+# Not every region has an "-a" zone (us-east1 and europe-west1 start at "-b"), so the default
+# comes from this table, never from "<region>-a"; a region missing here needs an explicit zone.
+ZONES: dict[str, dict[str, tuple[str, ...]]] = {
+    "a3-highgpu": {
+        "us-central1": ("us-central1-a", "us-central1-c"),
+        "us-east4": ("us-east4-a", "us-east4-b", "us-east4-c"),
+        "us-east5": ("us-east5-a",),
+        "us-west1": ("us-west1-a", "us-west1-b"),
+        "europe-west4": ("europe-west4-b", "europe-west4-c"),
+        "asia-southeast1": ("asia-southeast1-b", "asia-southeast1-c"),
+    },
+    "a3-megagpu": {
+        "us-central1": ("us-central1-a", "us-central1-c"),
+        "us-east4": ("us-east4-a", "us-east4-b"),
+        "us-east5": ("us-east5-a",),
+        "us-west1": ("us-west1-a",),
+        "europe-west4": ("europe-west4-b",),
+        "asia-southeast1": ("asia-southeast1-b",),
+    },
+    "a2-highgpu": {
+        "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
+        "us-east1": ("us-east1-b",),
+        "us-west1": ("us-west1-b",),
+        "us-west4": ("us-west4-b",),
+        "europe-west4": ("europe-west4-a", "europe-west4-b"),
+        "asia-northeast1": ("asia-northeast1-a", "asia-northeast1-c"),
+        "asia-southeast1": ("asia-southeast1-b", "asia-southeast1-c"),
+    },
+    "a2-ultragpu": {
+        "us-central1": ("us-central1-a", "us-central1-c"),
+        "us-east4": ("us-east4-c",),
+        "us-east5": ("us-east5-b",),
+        "europe-west4": ("europe-west4-a",),
+        "asia-southeast1": ("asia-southeast1-c",),
+    },
+    "g2-standard": {
+        "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c"),
+        "us-east1": ("us-east1-b", "us-east1-c", "us-east1-d"),
+        "us-east4": ("us-east4-a", "us-east4-c"),
+        "us-west1": ("us-west1-a", "us-west1-b", "us-west1-c"),
+        "us-west4": ("us-west4-a", "us-west4-c"),
+        "europe-west1": ("europe-west1-b", "europe-west1-c"),
+        "europe-west4": ("europe-west4-a", "europe-west4-b", "europe-west4-c"),
+        "asia-southeast1": ("asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c"),
+    },
+    "n1-standard": {  # with T4
+        "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
+        "us-east1": ("us-east1-c", "us-east1-d"),
+        "us-west1": ("us-west1-a", "us-west1-b"),
+        "europe-west1": ("europe-west1-b", "europe-west1-c", "europe-west1-d"),
+        "europe-west4": ("europe-west4-b", "europe-west4-c"),
+    },
+}
+ZONES["a2-megagpu"] = ZONES["a2-highgpu"]
+
+# GCP labels (cloud.google.com/compute/docs/labeling-resources#requirements): keys and values
+# of at most 63 lowercase letters, digits, '_' and '-'; a key starts with a lowercase letter.
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_BAD = re.compile(r"[^a-z0-9_-]")
+# What A3's GPU NICs need that the stock Deep Learning VM image lacks (Cluster Toolkit's
+# a3-highgpu / a3-megagpu blueprints; GPUDirect-TCPX(O) docs).
+A3_NEEDS = {
+    "tcpx": "the linux-gcp-tcpx kernel (or Container-Optimized OS) for GPUDirect-TCPX",
+    "tcpxo": "the dmabuf import-helper module and /dev/aperture_devices for GPUDirect-TCPXO",
+}
+
+
+def series(machine_type: str) -> str:
+    """`a3-highgpu-8g` -> `a3-highgpu`; `n1-standard-8+t4` -> `n1-standard`."""
+    return "-".join(machine_type.split("+")[0].split("-")[:2])
+
+
+def zones_for(machine_type: str, region: str) -> tuple[str, ...]:
+    """The zones of `region` that offer `machine_type`'s series, best first (may be empty)."""
+    return ZONES.get(series(machine_type), {}).get(region, ())
+
+
+def default_zone(machine_type: str, region: str) -> str:
+    """The first zone of `region` that offers `machine_type`, from the table; refused if none."""
+    offered = zones_for(machine_type, region)
+    if not offered:
+        raise SpecError(
+            "zone",
+            f"gpufleet knows no zone of {region} that offers {machine_type}",
+            "name the zone (see `gcloud compute accelerator-types list --filter=zone~"
+            f"{region}`), or pick a region such as us-central1",
+        )
+    return offered[0]
+
+
+def zone_and_region(spec: Any) -> tuple[str, str]:
+    """The VMs' zone and the subnets' region: the zone from the table when none is given."""
+    if spec.zone:
+        return spec.zone, spec.region or spec.zone.rsplit("-", 1)[0]
+    region = spec.effective_region
+    return default_zone(spec.instance_type or "", region), region
+
+
+def termination_time(expires_at: float) -> str:
+    """GCE's `scheduling.terminationTime`: RFC 3339 in UTC."""
+    return datetime.fromtimestamp(int(expires_at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def labels(tags: dict[str, str]) -> dict[str, str]:
+    """GCP labels from tags: keys lowercased, refused when GCE would refuse or merge them."""
+    out: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    for key, value in tags.items():
+        k = key.lower()
+        if not _LABEL_KEY.match(k):
+            raise SpecError(
+                "tags",
+                f"{key!r} is not a valid GCP label key",
+                "use 1-63 lowercase letters, digits, '_' or '-', starting with a letter",
+            )
+        if k in out:
+            raise SpecError(
+                "tags",
+                f"{origin[k]!r} and {key!r} are the same GCP label key ({k!r})",
+                "keep one of them; GCP label keys are lowercase",
+            )
+        out[k], origin[k] = _LABEL_BAD.sub("_", value.lower())[:63], key
+    return out
+
+
+def check_spec(spec: Any) -> None:
+    """GCP-specific refusals, before anything is declared (the component's whole check)."""
+    if not spec.ssh_cidrs:
+        # An ingress firewall without source ranges or tags admits 0.0.0.0/0
+        # (hashicorp/terraform-provider-google#6789), so an empty list would open SSH to all.
+        raise SpecError(
+            "ssh_cidrs",
+            "is empty; on GCP a firewall rule without sources admits every address",
+            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
+        )
+    spec_rules(spec)
+
+
+def spec_rules(spec: Any) -> None:
+    """What ClusterSpec itself checks on GCP (ssh_cidrs may still be learned later)."""
+    zone, region = zone_and_region(spec)
+    if not zone.startswith(f"{region}-"):
+        offered = zones_for(spec.instance_type or "", region)
+        pick = f"a zone such as {offered[0]}" if offered else f"a zone of {region}"
+        raise SpecError("zone", f"{zone} is not in region {region}", f"pick {pick}")
+    if spec.ttl_minutes > MAX_RUN_MINUTES:
+        raise SpecError(
+            "ttl_minutes",
+            f"{spec.ttl_minutes} is over GCE's longest run-time limit of 120 days",
+            f"use at most {MAX_RUN_MINUTES} minutes",
+        )
+    labels(spec.tags)
+    it = spec.instance_type or ""
+    if it.startswith(COMPACT_SERIES) and spec.nodes > COMPACT_MAX_VMS:
+        raise SpecError(
+            "nodes",
+            f"{spec.nodes} {it} nodes do not fit one compact placement policy "
+            f"(at most {COMPACT_MAX_VMS} VMs)",
+            f"use at most {COMPACT_MAX_VMS} nodes per cluster",
+        )
+    if spec.fabric in A3_NEEDS and not spec.image:
+        raise SpecError(
+            "image",
+            f"{it}'s GPU NICs need {A3_NEEDS[spec.fabric]}, and the stock Deep Learning VM "
+            "image has neither, so every NCCL job would fail",
+            "pass image: an image built with them (as Cluster Toolkit's A3 blueprints do), "
+            "or use a2-ultragpu-8g / a2-highgpu-8g",
+        )
