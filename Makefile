@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin
 
 .PHONY: demo test lint fmt venv debs deps-test deps-demo golden bench clean
 

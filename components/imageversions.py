@@ -9,8 +9,9 @@ from typing import Any
 
 from components.errors import SpecError
 from components.fabric import FABRICS
+from components.resources import data_dir
 
-IMAGES = Path(__file__).resolve().parent.parent / "images"
+IMAGES = data_dir("images")
 VERSIONS = IMAGES / "versions.yaml"
 
 # Base pins every GPU set has, in the order the node env lists them.

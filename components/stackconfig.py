@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from components.errors import SpecError
+from components.resources import data_dir
 from components.spec import ClusterSpec
 
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+STACKS_DIR = data_dir("stacks")  # the ready stacks this installation ships
 # The structured config object holding the ClusterSpec fields, e.g. `gpufleet:cluster: {nodes: 2}`.
 CONFIG_NAMESPACE = "gpufleet"
 CONFIG_KEY = "cluster"
 
 
+def search_path(root: Path | None = None, cwd: Path | None = None) -> list[Path]:
+    """Folders a stack file is looked up in: `root` alone when given, else the current
+    Pulumi project (its `stackConfigDir`, or the folder itself and its stacks/), then the
+    stacks shipped with gpufleet."""
+    if root is not None:
+        return [root]
+    here = cwd or Path.cwd()
+    dirs = [here, here / "stacks"]
+    project = here / "Pulumi.yaml"
+    if project.is_file():
+        import yaml
+
+        with contextlib.suppress(yaml.YAMLError, OSError, AttributeError, TypeError):
+            conf_dir = (yaml.safe_load(project.read_text()) or {}).get("stackConfigDir")
+            if conf_dir:
+                dirs.insert(0, here / conf_dir)
+    dirs.append(STACKS_DIR)
+    return list(dict.fromkeys(d.resolve() for d in dirs))
+
+
 def stack_file(name: str, root: Path | None = None) -> Path:
-    return (root or STACKS_DIR) / f"Pulumi.{name}.yaml"
+    """The file of stack `name`: the first `Pulumi.<name>.yaml` on the search path."""
+    dirs = search_path(root)
+    for d in dirs:
+        path = d / f"Pulumi.{name}.yaml"
+        if path.is_file():
+            return path
+    return dirs[0] / f"Pulumi.{name}.yaml"
 
 
 def stack_names(root: Path | None = None) -> list[str]:
-    """Every stack with a file in stacks/, sorted."""
-    d = root or STACKS_DIR
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in d.glob("Pulumi.*.yaml"))
+    """Every stack with a file on the search path, sorted."""
+    found = {
+        p.name[len("Pulumi.") : -len(".yaml")]
+        for d in search_path(root)
+        for p in d.glob("Pulumi.*.yaml")
+    }
+    return sorted(found)
 
 
 def stack_config(name: str, root: Path | None = None) -> dict[str, Any]:
@@ -31,7 +63,8 @@ def stack_config(name: str, root: Path | None = None) -> dict[str, Any]:
     path = stack_file(name, root)
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
-        raise SpecError("stack", f"no stack file {path}", f"use one of: {known}")
+        where = ", ".join(str(d) for d in search_path(root))
+        raise SpecError("stack", f"no Pulumi.{name}.yaml in {where}", f"use one of: {known}")
     doc = yaml.safe_load(path.read_text()) or {}
     return dict(doc.get("config") or {})
 

@@ -30,6 +30,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fail-on-rank", type=int, default=None, help="this global rank exits ...")
     p.add_argument("--fail-code", type=int, default=3, help="... with this code ...")
     p.add_argument("--fail-at-step", type=int, default=5, help="... at this step")
+    # DeepSpeed's launcher passes --local_rank to every rank; LOCAL_RANK carries the same.
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args()
 
 

@@ -117,7 +117,7 @@ def check_budget(e: Estimate, max_cost: float | None) -> None:
             max_cost,
             total,
             f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs about "
-            f"${total:.2f}, over the ${max_cost:.2f} cap",
+            f"${total:.2f}, over {max_cost:g} USD (the cap)",
         )
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from components.resources import data_dir
 from components.spec import ClusterInfo
 from gpufleet import launch
 from gpufleet.errors import GpufleetError
 from gpufleet.remote import Group
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+SCRIPTS = data_dir("scripts")
 REMOTE_DIR = ".gpufleet/health"
 CHECK = "health_check.py"
 PROBE = "allreduce_probe.py"

@@ -29,8 +29,11 @@ def env_vars(info: ClusterInfo, slots_per_node: int | None = None) -> dict[str, 
     }
 
 
-def render(info: ClusterInfo, fmt: str, slots_per_node: int | None = None) -> str:
-    """The hostfile text in `fmt`, head first, private addresses (they resolve via ssh-config)."""
+def render(
+    info: ClusterInfo, fmt: str, slots_per_node: int | None = None, *, aliases: bool = False
+) -> str:
+    """The hostfile text in `fmt`, head first: private addresses, or with `aliases` the
+    `<cluster>-node-K` names of the cluster's ssh config (which carry each node's port)."""
     if fmt not in FORMATS:
         raise SpecError("format", f"{fmt!r} is not a hostfile format", f"use {', '.join(FORMATS)}")
     if fmt == "env":
@@ -39,10 +42,11 @@ def render(info: ClusterInfo, fmt: str, slots_per_node: int | None = None) -> st
     lines = []
     for n in info.nodes:
         k = slots(n, slots_per_node)
+        host = f"{info.name}-{n.name}" if aliases else n.private_ip
         if fmt in ("openmpi", "deepspeed"):
-            lines.append(f"{n.private_ip} slots={k}")
+            lines.append(f"{host} slots={k}")
         elif fmt == "mpich":
-            lines.append(f"{n.private_ip}:{k}")
+            lines.append(f"{host}:{k}")
         else:
-            lines.append(n.private_ip)
+            lines.append(host)
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.spec import ClusterInfo, ClusterSpec
@@ -28,6 +28,7 @@ class JobRequest:
     keep: bool = False  # keep a cluster this run created
     ssh_timeout: float = 600.0
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
+    provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
 
 
 def _rank_failures(group: Group, run_dir: str) -> dict[str, dict[str, str]]:
@@ -62,7 +63,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         else:
             assert req.spec is not None
             progress(f"creating {req.spec.nodes} {req.spec.cloud} nodes ({req.spec.name})")
-            info = created = ops.create(req.spec, progress)
+            info = created = ops.create(req.spec, progress, **req.provision_options)
         group = Group(info)
         started = time.monotonic()
         group.wait_ready(req.ssh_timeout)
@@ -110,7 +111,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             if created is not None and not req.keep:
                 progress(f"tearing down {created.name}")
                 try:
-                    ops.destroy(created, progress)
+                    ops.destroy(created, progress, **req.provision_options)
                 except GpufleetError as e:
                     progress(f"teardown failed: {e}; run `gpufleet down {created.name}`")
                     raise

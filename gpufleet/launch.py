@@ -10,19 +10,24 @@ from typing import Any
 
 from components.fabric import library_paths, nccl_env
 from components.spec import ClusterInfo
-from gpufleet import hostfile
+from gpufleet import hostfile, sshconfig
 
-LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun")
+LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun", "deepspeed")
 WRAPPER = "rank_wrapper.py"
 STORE = "rendezvous_store.py"
 HOSTFILE = "hostfile"
 STORE_READY = "gpufleet-store-ready"
+# What the launchers that reach the nodes over OpenSSH themselves (mpirun, DeepSpeed's pdsh)
+# read: hosts named by their ssh-config aliases, and that config with node-to-node addresses.
+LAUNCH_HOSTFILE = "hosts"
+SSH_CONFIG = "ssh_config"
+DS_ENV = "deepspeed_env"
 
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    launcher: str  # torchrun | none | mpirun
-    command: list[str]  # torchrun/mpirun: script [args]; none: a shell command line
+    launcher: str  # torchrun | none | mpirun | deepspeed
+    command: list[str]  # torchrun/mpirun/deepspeed: script [args]; none: a shell command line
     nproc_per_node: int | None = None  # default: the node's GPUs, or 1 without GPUs
     master_port: int = 29500
     run_id: str = "run"
@@ -97,12 +102,35 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
         if node_index != 0:
             return None
         env = rank_env(info, node_index, opts)
-        mpirun = ["mpirun", "--hostfile", f"{run_dir(opts)}/{HOSTFILE}"]
+        d = run_dir(opts)
+        mpirun = ["mpirun", "--hostfile", f"{d}/{LAUNCH_HOSTFILE}"]
         mpirun += ["-np", env["GPUFLEET_WORLD_SIZE"], "--map-by", "slot"]
+        # Open MPI starts its daemons with `ssh <alias> orted ...`: the run's ssh config gives
+        # each alias its address, port, key and pinned host key.
+        mpirun += ["--mca", "plm_rsh_args", f"-F {_on_node(d, SSH_CONFIG)}"]
         for k in sorted(env):
             mpirun += ["-x", k]
         mpirun += [info.python, *opts.command]
-        return f"{exports}; exec {shlex.join(mpirun)}"
+        # Open MPI refuses to run as root unless told twice (sandbox and container users).
+        allow = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+        return f"{exports}; export {allow}; exec {_join_keep_pwd(mpirun)}"
+    if opts.launcher == "deepspeed":
+        if node_index != 0:
+            return None
+        d = run_dir(opts)
+        runner = [info.python, "-m", "deepspeed.launcher.runner"]
+        runner += ["--hostfile", f"{d}/{LAUNCH_HOSTFILE}", "--launcher", "pdsh"]
+        # gpufleet checked SSH already; DeepSpeed's own check runs plain `ssh host`, which
+        # knows nothing of the run's ssh config.
+        runner += ["--no_ssh_check", f"--master_addr={info.head.private_ip}"]
+        runner += [f"--master_port={opts.master_port}", *opts.command]
+        # pdsh -R ssh appends PDSH_SSH_ARGS_APPEND to every ssh; DeepSpeed exports the lines
+        # of DS_ENV_FILE to every node before its per-node launcher starts.
+        ds = (
+            f'PDSH_SSH_ARGS_APPEND="-F {_on_node(d, SSH_CONFIG)}"; '
+            f'DS_ENV_FILE="{_on_node(d, DS_ENV)}"; export PDSH_SSH_ARGS_APPEND DS_ENV_FILE'
+        )
+        return f"{exports}; {ds}; exec {shlex.join(runner)}"
     raise ValueError(f"unknown launcher {opts.launcher!r}")
 
 
@@ -131,14 +159,35 @@ def rendezvous(group: Any, info: ClusterInfo, opts: LaunchOptions) -> Iterator[N
         chan.close()
 
 
+def _on_node(run_dir_: str, name: str) -> str:
+    """A run file's absolute path on the node, for the shell to expand there."""
+    return f"$PWD/{shlex.quote(run_dir_ + '/' + name)}"
+
+
+def _join_keep_pwd(words: list[str]) -> str:
+    """shlex.join, but a word holding $PWD is double-quoted so the node's shell expands it."""
+    return " ".join(f'"{w}"' if "$PWD/" in w else shlex.quote(w) for w in words)
+
+
 def run_files(info: ClusterInfo, opts: LaunchOptions) -> dict[str, str]:
-    """Files every node needs before launch: the hostfile, the rank wrapper, the store."""
+    """Files every node needs before launch: the hostfile and the rank wrapper (and, for
+    mpirun and deepspeed, their hostfile of ssh aliases, that ssh config and DeepSpeed's env)."""
     d = run_dir(opts)
-    return {
+    files = {
         f"{d}/{HOSTFILE}": hostfile.render(info, "openmpi", opts.nproc_per_node),
         f"{d}/{WRAPPER}": RANK_WRAPPER,
         f"{d}/{STORE}": RENDEZVOUS_STORE,
     }
+    if opts.launcher in ("mpirun", "deepspeed"):
+        files[f"{d}/{LAUNCH_HOSTFILE}"] = hostfile.render(
+            info, "openmpi", opts.nproc_per_node, aliases=True
+        )
+        files[f"{d}/{SSH_CONFIG}"] = sshconfig.render(info, internal=True)
+    if opts.launcher == "deepspeed":
+        env = rank_env(info, 0, opts)
+        env.pop("GPUFLEET_NODE_RANK")  # each node's own: DeepSpeed sets RANK and friends
+        files[f"{d}/{DS_ENV}"] = "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
+    return files
 
 
 # The job's c10d rendezvous store: serves until its stdin closes (gpufleet closes the channel

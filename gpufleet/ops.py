@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from components.spec import ClusterInfo, ClusterSpec
-from gpufleet import state
+from gpufleet import sshconfig, state
 from gpufleet.errors import ClusterExists
 from gpufleet.provision import Progress, for_cloud
 
@@ -16,7 +18,18 @@ def create(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterI
     info = provisioner.up(spec, progress)
     state.save_spec(spec)
     state.save(info)
+    write_ssh_config(info)
     return info
+
+
+def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> Path:
+    """The cluster's ssh config in its state folder, where `Include` finds it (see
+    sshconfig.include_line) and from where `down` removes it with the rest of the folder."""
+    path = state.cluster_dir(info.name) / sshconfig.FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(sshconfig.render(info, control_persist=control_persist))
+    tmp.replace(path)
+    return path
 
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:

@@ -1,43 +1,66 @@
-"""OpenSSH client config for a cluster: one Host entry per node, pinned known_hosts."""
+"""OpenSSH client config of a cluster: `<cluster>-node-K` and `<cluster>` hosts, pinned keys."""
 
 from __future__ import annotations
 
-from components.spec import ClusterInfo
+from pathlib import Path
+
+from components.spec import ClusterInfo, NodeInfo
+
+FILE = "ssh_config"  # in the cluster's state folder: `Include` picks it up, `down` removes it
 
 
-def render(info: ClusterInfo) -> str:
-    """Host entries matching `node-K`, `<cluster>-node-K` and the addresses hostfiles use.
+def aliases(info: ClusterInfo, node: NodeInfo) -> list[str]:
+    """Host names of a node: `<cluster>-node-K`, and `<cluster>` for the head.
 
-    With this file alone, `ssh -F cfg node-2`, VS Code Remote-SSH, and OpenSSH-based
-    launchers reading a hostfile (mpirun, pdsh, deepspeed) reach the right node with the
-    cluster key, and refuse any host key but the pinned one. A node without a public address
-    is reached through the head (`ProxyJump`), at the private address it is pinned under.
+    Cluster-qualified, so the files of several clusters can be included side by side.
     """
-    blocks = [f"# gpufleet cluster {info.name} ({info.cloud}): `gpufleet ssh-config {info.name}`"]
+    own = f"{info.name}-{node.name}"
+    return [info.name, own] if node.name == info.head.name else [own]
+
+
+def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | None = None) -> str:
+    """Host entries for every node of the cluster.
+
+    internal: the file nodes use to reach each other (launchers on the head: mpirun's
+    `plm_rsh_args -F`, DeepSpeed's pdsh): private addresses instead of public ones.
+    control_persist: add `ControlMaster auto` with this `ControlPersist`, so OpenSSH tools
+    reuse one connection per node.
+    """
+    head = f"# gpufleet cluster {info.name} ({info.cloud}): `gpufleet ssh-config {info.name}`"
+    blocks = [head]
     for n in info.nodes:
-        patterns = dict.fromkeys([f"{info.name}-{n.name}", n.name, n.private_ip])
-        head = info.jump_host(n)
-        # ProxyJump names the head by its cluster alias, which this same file defines; ssh
-        # hands its -F file on to the jump connection, so `ssh -F cfg node-2` works too.
-        jump = [] if head is None else [f"    ProxyJump {info.name}-{head.name}"]
-        blocks.append(
-            "\n".join(
-                [
-                    "Host " + " ".join(patterns),
-                    f"    HostName {n.public_ip or n.private_ip}",
-                    f"    Port {n.ssh_port}",
-                    *jump,
-                    f"    User {info.ssh_user}",
-                    f"    IdentityFile {info.ssh_key_path}",
-                    "    IdentitiesOnly yes",
-                    "    IdentityAgent none",
-                    f"    UserKnownHostsFile {info.known_hosts_path}",
-                    "    GlobalKnownHostsFile /dev/null",
-                    "    StrictHostKeyChecking yes",
-                    "    UpdateHostKeys no",
-                    "    HostKeyAlgorithms ssh-ed25519",
-                    "    BatchMode yes",
-                ]
-            )
-        )
+        # A node without a public address is reached through the head (`ProxyJump`), at the
+        # private address it is pinned under. ProxyJump names the head by its cluster alias,
+        # which this same file defines; ssh hands its -F file on to the jump connection.
+        jump_host = None if internal else info.jump_host(n)
+        lines = [
+            "Host " + " ".join(aliases(info, n)),
+            f"    HostName {n.private_ip if internal else (n.public_ip or n.private_ip)}",
+            f"    Port {n.ssh_port}",
+            *([] if jump_host is None else [f"    ProxyJump {info.name}-{jump_host.name}"]),
+            f"    User {info.ssh_user}",
+            f"    IdentityFile {info.ssh_key_path}",
+            "    IdentitiesOnly yes",
+            "    IdentityAgent none",
+            f"    UserKnownHostsFile {info.known_hosts_path}",
+            "    GlobalKnownHostsFile /dev/null",
+            "    StrictHostKeyChecking yes",
+            "    UpdateHostKeys no",
+            "    HostKeyAlgorithms ssh-ed25519",
+            "    BatchMode yes",
+        ]
+        if control_persist:
+            # %C: a hash of (local host, remote host, port, user): short and unique per node.
+            control_dir = Path(info.known_hosts_path).parent
+            lines += [
+                "    ControlMaster auto",
+                f"    ControlPath {control_dir}/cm-%C",
+                f"    ControlPersist {control_persist}",
+            ]
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
+
+
+def include_line(home: Path) -> str:
+    """The one line for ~/.ssh/config (before any Host block) that picks up every cluster."""
+    return f"Include {home}/clusters/*/{FILE}"

@@ -25,6 +25,7 @@ def build_app():
         remote,
         root,
         run,
+        runs,
         setup,
     )
 
@@ -40,7 +41,7 @@ def build_app():
     )
 
     app.callback()(root.root)
-    for module in (cluster, remote, run, catalog, plan, image, health, setup, completion):
+    for module in (cluster, remote, run, runs, catalog, plan, image, health, setup, completion):
         module.register(app)
     return app
 

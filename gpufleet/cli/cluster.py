@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from components.errors import SpecError
 from gpufleet.cli.common import console, parse_pairs, parse_ttl, print_json, progress
 
 
@@ -28,8 +30,12 @@ def up(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | aws | gcp | azure (any case)")] = "local",
-    nodes: Annotated[int, typer.Option(help="number of nodes, head included")] = 2,
+    cloud: Annotated[
+        str, typer.Option(help="local | ssh | aws | gcp | azure (any case)")
+    ] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
+    ] = None,
     instance_type: Annotated[
         str | None,
         typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
@@ -53,6 +59,20 @@ def up(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
+    hosts: Annotated[
+        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+    ] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
+    ssh_key: Annotated[
+        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+    ] = None,
+    accept_host_keys: Annotated[
+        bool,
+        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
+    ] = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
     ] = False,
@@ -74,12 +94,19 @@ def up(
     """
     from gpufleet import cost, ops, validate
     from gpufleet.cli import documents, spend
+    from gpufleet.provision.ssh import from_flags
     from gpufleet.remote import Group
 
+    cloud = validate.cloud_name(cloud)
+    byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    count = byo.pop("nodes", None)
+    if nodes is not None and count is not None and nodes != count:
+        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
     spec = spec_from_flags(
         name=name or _auto_name(),
-        cloud=validate.cloud_name(cloud),
-        nodes=nodes,
+        cloud=cloud,
+        nodes=count or nodes or 2,
+        **byo,
         instance_type=instance_type,
         region=region,
         zone=zone,
@@ -91,13 +118,13 @@ def up(
         image=image,
     )
     est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
-    options = {"backend": backend} if backend else {}
+    options = {"backend": backend} if backend else dict(byo_options)
     started = time.monotonic()
     progress(f"creating {spec.nodes} {spec.cloud} nodes for cluster {spec.name}")
     info = ops.create(spec, progress, **options)
     try:
         with Group(info) as g:
-            g.wait_ready(timeout=600 if spec.cloud != "local" else 30)
+            g.wait_ready(timeout={"local": 30, "ssh": 60}.get(spec.cloud, 600))
     except BaseException:
         progress("nodes unreachable: removing what was created")
         ops.destroy(info, progress, **options)

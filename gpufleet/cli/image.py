@@ -24,9 +24,11 @@ def render(
 
     from components.bootstrap import placeholder_context, render_cloud_init
     from components.errors import SpecError
-    from components.stackconfig import spec_from_stack
+    from components.stackconfig import spec_from_stack, stack_file
+    from gpufleet.cli.common import progress
 
     spec = spec_from_stack(stack, stacks_dir)
+    progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
     if not 0 <= node < spec.nodes:
         raise SpecError("node", f"{node} is not a node of {stack}", f"use 0..{spec.nodes - 1}")
     when = expires_at if expires_at is not None else spec.expiry()
@@ -43,10 +45,11 @@ def bake(
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
 ) -> None:
     """Boot a builder with the recipe and capture an image a stack can name as `image`."""
-    from components.stackconfig import spec_from_stack
+    from components.stackconfig import spec_from_stack, stack_file
     from gpufleet.cli.common import print_json, progress
 
     spec = spec_from_stack(stack, stacks_dir)
+    progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
     if plan:
         from components.bake import bake_program
         from components.preview import evaluate

@@ -33,12 +33,18 @@ def hostfile(
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="openmpi|mpich|deepspeed|plain|env")
     ] = "openmpi",
+    aliases: Annotated[
+        bool,
+        typer.Option(
+            "--aliases", help="hosts as <cluster>-node-K, which the cluster's ssh config resolves"
+        ),
+    ] = False,
 ) -> None:
     """Print a hostfile for the cluster (private addresses; slots = GPUs, at least 1)."""
     from gpufleet import hostfile as hf
     from gpufleet import state
 
-    sys.stdout.write(hf.render(state.load(name), fmt))
+    sys.stdout.write(hf.render(state.load(name), fmt, aliases=aliases))
 
 
 def ssh(
@@ -70,11 +76,38 @@ def ssh(
     os.execv(ssh_bin, args)
 
 
-def ssh_config(name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
-    """Print an OpenSSH config (Host per node) for `ssh -F`, VS Code, mpirun, pdsh."""
+def ssh_config(
+    name: Annotated[str | None, typer.Argument(help="cluster name")] = None,
+    include: Annotated[
+        bool, typer.Option("--include", help="print the one Include line for ~/.ssh/config")
+    ] = False,
+    control_persist: Annotated[
+        str | None,
+        typer.Option(
+            help="add ControlMaster auto + ControlPersist (e.g. 10m) here and in the "
+            "cluster's included file, so OpenSSH tools reuse connections"
+        ),
+    ] = None,
+) -> None:
+    """Print a cluster's OpenSSH config: hosts `<cluster>` (head) and `<cluster>-node-K`.
+
+    Every cluster's config is also kept in $GPUFLEET_HOME/clusters/<name>/ssh_config (removed
+    by `down`); `gpufleet ssh-config --include >> ~/.ssh/config` (put it before any Host
+    block) makes `ssh t-node-1`, scp, rsync and VS Code see every cluster.
+    """
     from gpufleet import sshconfig, state
 
-    sys.stdout.write(sshconfig.render(state.load(name)))
+    if include:
+        typer.echo(sshconfig.include_line(state.home()))
+        return
+    if name is None:
+        raise typer.BadParameter("name a cluster, or pass --include")
+    info = state.load(name)
+    if control_persist:
+        from gpufleet.ops import write_ssh_config
+
+        write_ssh_config(info, control_persist)
+    sys.stdout.write(sshconfig.render(info, control_persist=control_persist))
 
 
 def register(app: typer.Typer) -> None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import secrets
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, progress
+from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, print_json, progress
 
-LAUNCHERS_HELP = "torchrun (script or -m module) | mpirun (script) | none (shell command)"
+LAUNCHERS_HELP = (
+    "torchrun (script or -m module) | mpirun | deepspeed (script) | none (shell command)"
+)
 
 
 def given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
@@ -37,8 +38,12 @@ def run(
         str | None,
         typer.Option("--name", "-n", help="name of the new cluster (default: run-XXXXXX)"),
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | aws | gcp | azure (any case)")] = "local",
-    nodes: Annotated[int, typer.Option(help="number of nodes, head included")] = 2,
+    cloud: Annotated[
+        str, typer.Option(help="local | ssh | aws | gcp | azure (any case)")
+    ] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
+    ] = None,
     instance_type: Annotated[
         str | None,
         typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
@@ -73,16 +78,34 @@ def run(
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
+    hosts: Annotated[
+        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
+    ] = None,
+    inventory: Annotated[
+        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+    ] = None,
+    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
+    ssh_key: Annotated[
+        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+    ] = None,
+    accept_host_keys: Annotated[
+        bool,
+        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(help="USD: refuse to start if the nodes' price for the whole TTL exceeds it"),
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option(help="stop the whole run after this long (e.g. 45m, 2h); exit 124"),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
     ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the plan and the job, create nothing")
     ] = False,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(help="USD cap: refuse to start when the cost at TTL is over it (or unknown)"),
-    ] = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="one run-result document on stdout; node output to stderr"),
@@ -94,34 +117,41 @@ def run(
     ports, option values, flags that cannot apply. On a cloud the plan summary ($/hour, TTL,
     total at TTL) is shown and confirmed on a terminal (--yes skips it).
 
-    Exits with the job's exit code (the first failing rank's), 2 on bad input, 130 on Ctrl-C,
-    143 on SIGTERM.
+    Exits with the job's exit code (the first failing rank's), 2 on bad input, 124 after
+    --timeout, 130 on Ctrl-C, 143 on SIGTERM.
     """
-    from components.spec import ClusterSpec
-    from gpufleet import launch, state, validate
     from gpufleet.cli.cluster import spec_from_flags
+    from gpufleet.job import JobRequest
+    from gpufleet.launch import LAUNCHERS, LaunchOptions
 
-    if launcher not in launch.LAUNCHERS:
-        raise typer.BadParameter(
-            f"use one of {', '.join(launch.LAUNCHERS)}", param_hint="--launcher"
-        )
+    if launcher not in LAUNCHERS:
+        raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
     if not command:
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
+    from components.errors import SpecError
+    from gpufleet import state, validate
+    from gpufleet.provision.ssh import from_flags
+
+    cloud = validate.cloud_name(cloud)
     validate.port(master_port)
     validate.nproc(nproc_per_node)
     validate.job(launcher, list(command), workdir, setup)
-    spec: ClusterSpec | None = None
-    est = None
     if cluster is not None:
         validate.not_with_cluster(cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr",)))
         state.load(cluster)  # ClusterNotFound before anything runs
-    else:
+    byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    count = byo.pop("nodes", None)
+    if nodes is not None and count is not None and nodes != count:
+        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
+    spec = None
+    if cluster is None:
         spec = spec_from_flags(
             name=name or "run-" + secrets.token_hex(3),
-            cloud=validate.cloud_name(cloud),
-            nodes=nodes,
+            cloud=cloud,
+            nodes=count or nodes or 2,
+            **byo,
             instance_type=instance_type,
             region=region,
             zone=zone,
@@ -130,34 +160,35 @@ def run(
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
         )
-    opts_port = master_port or 29500 + secrets.randbelow(1000)
+    opts = LaunchOptions(
+        launcher=launcher,
+        command=list(command),
+        nproc_per_node=nproc_per_node,
+        master_port=master_port or 29500 + secrets.randbelow(1000),
+        run_id=secrets.token_hex(4),
+        env=parse_pairs(env, "env"),
+    )
+    usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
+    timeout_s = _seconds(timeout) if timeout else None
     if spec is not None:
         from gpufleet.cli import spend
 
-        job_line = " ".join(command)
+        # the plan summary, --dry-run, --max-cost (in the spec's region) and the Y/n question
         est = spend.gate(
             spec,
             yes=yes,
             dry_run=dry_run,
             max_cost=max_cost,
-            extra={"json": as_json, "launcher": launcher, "job": job_line},
+            extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
         )
-    elif dry_run:
-        typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
-        typer.echo("dry run: nothing was started")
-        raise typer.Exit(0)
-    from gpufleet.errors import GpufleetError
-    from gpufleet.job import JobRequest, run_job
-    from gpufleet.launch import LaunchOptions
-
-    opts = LaunchOptions(
-        launcher=launcher,
-        command=list(command),
-        nproc_per_node=nproc_per_node,
-        master_port=opts_port,
-        run_id=secrets.token_hex(4),
-        env=parse_pairs(env, "env"),
-    )
+        usd_per_hour = est.usd_per_hour
+    else:
+        if dry_run:
+            typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
+            typer.echo("dry run: nothing was started")
+            raise typer.Exit(0)
+        if max_cost is not None:
+            _check_budget(max_cost, usd_per_hour, spec, cluster)
     gate = None
     if health_gate:
         from gpufleet.health import gate_hook
@@ -171,53 +202,158 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        provision_options=byo_options,
     )
-    stream = node_printer(to_stderr=True) if as_json else node_printer()
-    started_at, t0 = time.time(), time.monotonic()
-    code, error = 0, None
+    raise typer.Exit(
+        _recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s, as_json)
+    )
+
+
+def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False) -> int:
+    """run_job, with its record and merged log kept under $GPUFLEET_HOME/runs/<id>/."""
+    import time
+
+    from gpufleet import deadline
+    from gpufleet import runs as runlog
+    from gpufleet.errors import GpufleetError
+    from gpufleet.job import run_job
+    from gpufleet.signals import Interrupted
+
+    rec = runlog.RunRecord(
+        id=req.launch.run_id,
+        cluster=cluster,
+        cloud=cloud,
+        nodes=nodes,
+        launcher=req.launch.launcher,
+        command=list(req.launch.command),
+        started_at=time.time(),
+        usd_per_hour=usd_per_hour,
+    )
+    recorder = runlog.Recorder(rec)
+    printer = node_printer(to_stderr=True) if as_json else node_printer()
+
+    def say(message: str) -> None:
+        progress(message)
+        recorder.progress(message)
+
+    def stream(node: str, line: str, is_err: bool) -> None:
+        printer(node, line, is_err)
+        recorder.line(node, line, is_err)
+
+    say(f"run {rec.id} (`gpufleet logs {rec.id}`)")
+    code, status = 1, "failed"
     try:
-        code = run_job(req, progress, stream)
-    except GpufleetError as e:
-        code, error = e.exit_code, e
+        if timeout_s:
+            deadline.arm(timeout_s)
+        code = run_job(req, say, stream)
+        status = "succeeded" if code == 0 else "failed"
+        return code
+    except deadline.TimedOut as e:
+        code, status = e.exit_code, "timed out"
         raise
-    except KeyboardInterrupt:
-        code = 130
+    except Interrupted as e:
+        code, status = e.exit_code, "interrupted"
+        raise
+    except GpufleetError as e:
+        code = e.exit_code
         raise
     finally:
-        _finish(req, est, started_at, time.monotonic() - t0, code, error, as_json)
-    raise typer.Exit(code)
+        deadline.disarm()
+        recorder.finish(code, status)
+        cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
+        progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
+        if as_json:
+            _print_result(req, rec, code, status)
 
 
-def _finish(req, est, started_at: float, seconds: float, code: int, error, as_json: bool) -> None:
-    """Wall time and estimated cost at the end of a run; --json: the run-result document."""
-    from gpufleet import cost
-    from gpufleet.cli.common import duration, print_json
+def _print_result(req, rec, code: int, status: str) -> None:
+    """The run-result document (run.schema.json)."""
+    from gpufleet.cli.documents import envelope
 
-    spent = cost.run_cost(est, seconds) if est is not None else None
-    if est is not None and est.cloud != "local":
-        progress(f"run took {duration(seconds)}, estimated cost {cost.money(spent)}")
+    print_json(
+        envelope(
+            "run",
+            run_id=rec.id,
+            cluster=rec.cluster,
+            created=req.cluster is None,
+            cloud=rec.cloud,
+            instance_type=req.spec.instance_type if req.spec is not None else None,
+            launcher=rec.launcher,
+            command=rec.command,
+            exit_code=code,
+            status=status,
+            started_at=round(rec.started_at, 3),
+            wall_seconds=round(rec.ended_at - rec.started_at, 3),
+            usd_per_hour=rec.usd_per_hour,
+            estimated_cost_usd=rec.cost_usd,
+        )
+    )
+
+
+def _seconds(text: str) -> float:
+    """'90s', '45m', '1h30m' or plain minutes -> seconds."""
+    import re
+
+    from components.errors import SpecError
+
+    t = text.strip().lower()
+    if t.isdigit():
+        return int(t) * 60.0
+    parts = re.findall(r"(\d+)([smhd])", t)
+    if not parts or "".join(n + u for n, u in parts) != t or not any(int(n) for n, _ in parts):
+        raise SpecError("timeout", f"{text!r} is not a duration", "write it like 90s, 45m or 2h")
+    return float(sum(int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts))
+
+
+def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
+    """($/hour of the run's nodes or None if unknown, nodes, cloud, cluster name)."""
+    if spec is not None:
+        cloud, itype, nodes, name = spec.cloud, spec.instance_type, spec.nodes, spec.name
     else:
-        progress(f"run took {duration(seconds)}")
-    if as_json:
-        print_json(
-            {
-                "schema": 1,
-                "kind": "run",
-                "run_id": req.launch.run_id,
-                "cluster": req.cluster or req.spec.name,
-                "created": req.cluster is None,
-                "cloud": est.cloud if est is not None else None,
-                "instance_type": est.instance_type if est is not None else None,
-                "launcher": req.launch.launcher,
-                "command": req.launch.command,
-                "exit_code": code,
-                "error": None if error is None else str(error),
-                "failed_node": getattr(error, "node", None),
-                "started_at": round(started_at, 3),
-                "wall_seconds": round(seconds, 3),
-                "usd_per_hour": est.usd_per_hour if est is not None else None,
-                "estimated_cost_usd": spent,
-            }
+        from gpufleet import state
+
+        info = state.load(cluster or "")
+        cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
+    if cloud in ("local", "ssh"):
+        return 0.0, nodes, cloud, name  # nothing rented
+    from components import catalog
+    from components.errors import CatalogError
+
+    try:
+        price = catalog.lookup(cloud, itype or "").price_per_hour
+    except CatalogError:
+        price = None
+    return (price * nodes if price is not None else None), nodes, cloud, name
+
+
+def _check_budget(max_cost, usd_per_hour, spec, cluster) -> None:
+    """Refuse before anything is created when the nodes' price over their TTL exceeds it:
+    the TTL, not --timeout, bounds what a run can cost if the CLI itself dies."""
+    import time
+
+    from components.errors import SpecError
+
+    if usd_per_hour is None:
+        raise SpecError(
+            "max_cost", "the catalog has no price for these nodes", "drop --max-cost, or add one"
+        )
+    if spec is not None:
+        hours = spec.ttl_minutes / 60 if spec.ttl_minutes else None
+    else:
+        from gpufleet import state
+
+        expires = state.load(cluster or "").expires_at
+        hours = max(0.0, (expires - time.time()) / 3600) if expires else None
+    if usd_per_hour == 0:
+        return
+    if hours is None:
+        raise SpecError("max_cost", "the cluster never expires", "give it a TTL")
+    worst = usd_per_hour * hours
+    if worst > max_cost:
+        raise SpecError(
+            "max_cost",
+            f"{worst:.2f} USD at ${usd_per_hour:.2f}/h for {hours:g}h is over {max_cost:g} USD",
+            "shorten --ttl or --timeout, use fewer or smaller nodes, or raise --max-cost",
         )
 
 

@@ -26,6 +26,10 @@ def for_cloud(cloud: str, **options: object) -> Provisioner:
         from gpufleet.provision.local import LocalProvisioner
 
         return LocalProvisioner()
+    if cloud == "ssh":
+        from gpufleet.provision.ssh import SSHProvisioner
+
+        return SSHProvisioner(**options)  # type: ignore[arg-type]
     if cloud in ("aws", "gcp", "azure"):
         from gpufleet.provision.pulumi import PulumiProvisioner
 

@@ -178,7 +178,25 @@ def test_mpirun_runs_from_the_head_only():
     opts = LaunchOptions(**{**OPTS.__dict__, "launcher": "mpirun"})
     assert launch.node_command(cluster(), 1, opts) is None
     head = launch.node_command(cluster(), 0, opts)
-    assert "mpirun --hostfile .gpufleet/runs/r1/hostfile -np 16" in head
+    assert "mpirun --hostfile .gpufleet/runs/r1/hosts -np 16" in head
+    assert '--mca plm_rsh_args "-F $PWD/.gpufleet/runs/r1/ssh_config"' in head
+
+
+def test_deepspeed_runs_its_runner_from_the_head_with_pdsh_over_the_run_ssh_config():
+    """DeepSpeed's runner (deepspeed/launcher/runner.py) reads `host slots=N` hostfiles,
+    starts `deepspeed.launcher.launch` on every host through pdsh, which appends
+    PDSH_SSH_ARGS_APPEND to its ssh command, and exports the lines of $DS_ENV_FILE."""
+    opts = LaunchOptions(**{**OPTS.__dict__, "launcher": "deepspeed"})
+    assert launch.node_command(cluster(), 1, opts) is None
+    head = launch.node_command(cluster(), 0, opts)
+    assert "-m deepspeed.launcher.runner --hostfile .gpufleet/runs/r1/hosts --launcher pdsh" in head
+    assert "--master_addr=10.0.0.10 --master_port=29611 train.py --epochs 1" in head
+    assert 'PDSH_SSH_ARGS_APPEND="-F $PWD/.gpufleet/runs/r1/ssh_config"' in head
+    files = launch.run_files(cluster(), opts)
+    assert files[".gpufleet/runs/r1/hosts"] == "t-node-0 slots=8\nt-node-1 slots=8\n"
+    env = dict(line.split("=", 1) for line in files[".gpufleet/runs/r1/deepspeed_env"].split())
+    assert env["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth" and "GPUFLEET_NODE_RANK" not in env
+    assert "HostName 10.0.0.11" in files[".gpufleet/runs/r1/ssh_config"]  # node to node
 
 
 def test_run_files_hostfile_and_wrapper():

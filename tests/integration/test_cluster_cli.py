@@ -28,7 +28,7 @@ def test_up_exec_sshconfig_down(gpufleet_home, tmp_path):
                 str(cfg),
                 "-o",
                 "StrictHostKeyChecking=yes",
-                "node-2",
+                "t-node-2",  # the cluster-qualified alias
                 "echo $GPUFLEET_NODE",
             ],
             capture_output=True,
@@ -57,8 +57,9 @@ def test_exec_exit_code_names_failing_node(make_sandbox, gpufleet_home):
 
 def test_hostfile_resolves_through_ssh_config(make_sandbox, gpufleet_home, tmp_path):
     info = make_sandbox("t", 2)
-    hosts = gpufleet(gpufleet_home, "hostfile", "t", "--format", "plain").stdout.split()
-    assert hosts == [n.private_ip for n in info.nodes]
+    hosts = gpufleet(gpufleet_home, "hostfile", "t", "--format", "plain", "--aliases").stdout
+    hosts = hosts.split()
+    assert hosts == [f"t-{n.name}" for n in info.nodes]
     cfg = tmp_path / "cfg"
     cfg.write_text(gpufleet(gpufleet_home, "ssh-config", "t").stdout)
     for host, node in zip(hosts, info.nodes, strict=True):

@@ -34,7 +34,7 @@ def test_mismatched_host_key_is_refused(make_sandbox, gpufleet_home, tmp_path):
     cfg = tmp_path / "cfg"
     cfg.write_text(gpufleet(gpufleet_home, "ssh-config", "t").stdout)
     out = subprocess.run(
-        ["ssh", "-F", str(cfg), "node-1", "true"], capture_output=True, text=True, timeout=30
+        ["ssh", "-F", str(cfg), "t-node-1", "true"], capture_output=True, text=True, timeout=30
     )
     assert out.returncode != 0
     assert "HOST IDENTIFICATION HAS CHANGED" in out.stderr or "verification failed" in out.stderr
@@ -85,14 +85,16 @@ def test_the_bootstrap_key_is_useless_afterwards(make_sandbox, gpufleet_home, tm
         g.wait_ready(30)
     cfg = tmp_path / "cfg"
     cfg.write_text(gpufleet(gpufleet_home, "ssh-config", "t").stdout)
-    ok = subprocess.run(["ssh", "-F", str(cfg), "node-1", "true"], capture_output=True, timeout=60)
+    ok = subprocess.run(
+        ["ssh", "-F", str(cfg), "t-node-1", "true"], capture_output=True, timeout=60
+    )
     assert ok.returncode == 0, ok.stderr
 
     kh.write_text(bootstrap_pins)  # pin the bootstrap keys again
     r = gpufleet(gpufleet_home, "exec", "t", "--", "true")
     assert r.returncode == 3
     assert "known_hosts pins" in r.stderr and "refused" in r.stderr
-    for node in ("node-0", "node-1"):
+    for node in ("t-node-0", "t-node-1"):
         out = subprocess.run(
             ["ssh", "-F", str(cfg), node, "true"], capture_output=True, text=True, timeout=60
         )

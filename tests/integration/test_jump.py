@@ -70,11 +70,19 @@ def test_openssh_reaches_a_worker_with_proxyjump_and_pinned_keys(make_sandbox, t
     cfg = tmp_path / "cfg"
     cfg.write_text(sshconfig.render(info))
     shown = subprocess.run(
-        ["ssh", "-G", "-F", str(cfg), "node-2"], capture_output=True, text=True, check=True
+        ["ssh", "-G", "-F", str(cfg), "t-node-2"], capture_output=True, text=True, check=True
     ).stdout
     assert "proxyjump t-node-0" in shown and f"hostname {info.nodes[2].private_ip}" in shown
     out = subprocess.run(
-        ["ssh", "-F", str(cfg), "-o", "StrictHostKeyChecking=yes", "node-2", "echo $GPUFLEET_NODE"],
+        [
+            "ssh",
+            "-F",
+            str(cfg),
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "t-node-2",
+            "echo $GPUFLEET_NODE",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -51,7 +51,7 @@ def test_bash_completion_completes_commands_and_options():
     script = cli("completion", "bash")
     assert script.returncode == 0 and "complete -o default -F _gpufleet_completion" in script.stdout
     words = cli(_GPUFLEET_COMPLETE="complete_bash", COMP_WORDS="gpufleet ru", COMP_CWORD="1")
-    assert words.stdout.split() == ["run"]
+    assert words.stdout.split() == ["run", "runs"]
     opts = cli(_GPUFLEET_COMPLETE="complete_bash", COMP_WORDS="gpufleet run --dry", COMP_CWORD="2")
     assert "--dry-run" in opts.stdout.split()
 

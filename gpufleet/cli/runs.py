@@ -1,0 +1,60 @@
+"""CLI: runs, logs — past and running jobs, from $GPUFLEET_HOME/runs/."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.common import console, print_json
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
+
+
+def runs(as_json: Annotated[bool, typer.Option("--json", help="one JSON list")] = False) -> None:
+    """List runs: start, end, exit code, nodes, cluster, launcher, estimated cost."""
+    from gpufleet import runs as r
+
+    found = r.all_runs()
+    if as_json:
+        print_json([x.as_dict() for x in found])
+        return
+    if not found:
+        typer.echo("no runs yet (`gpufleet run` records each one)")
+        return
+    from rich.table import Table
+
+    table = Table()
+    for col in ("run", "status", "started", "ended", "exit", "nodes", "cluster", "cost"):
+        table.add_column(col)
+    for x in found:
+        cost = "-" if x.cost_usd is None else f"${x.cost_usd:.2f}"
+        exit_code = "-" if x.exit_code is None else str(x.exit_code)
+        table.add_row(x.id, x.status, _when(x.started_at), _when(x.ended_at), exit_code,
+                      str(x.nodes), x.cluster, cost)  # fmt: skip
+    console().print(table)
+
+
+def logs(
+    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing until the run ends")
+    ] = False,
+    node: Annotated[str | None, typer.Option(help="only this node's lines, e.g. node-1")] = None,
+) -> None:
+    """Print a past or running job's output, `[node-K]` prefixed, as `run` printed it."""
+    from gpufleet import runs as r
+
+    if follow:
+        r.follow(run_id, typer.echo, node)
+        return
+    for line in r.read_log(run_id, node):
+        typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(runs)
+    app.command()(logs)

@@ -1,0 +1,163 @@
+"""Past and running jobs: each run's record and merged log under $GPUFLEET_HOME/runs/<id>/."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gpufleet import state
+from gpufleet.errors import GpufleetError
+
+RECORD = "run.json"
+LOG = "output.log"  # every node's lines, `[node-K] line`, in arrival order, and progress lines
+
+
+@dataclass
+class RunRecord:
+    id: str
+    cluster: str
+    cloud: str
+    nodes: int
+    launcher: str
+    command: list[str]
+    started_at: float
+    ended_at: float | None = None
+    exit_code: int | None = None
+    status: str = "running"  # running | succeeded | failed | interrupted
+    usd_per_hour: float | None = None  # on-demand catalog price of the nodes; 0 on local/ssh
+    pid: int = field(default_factory=os.getpid)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Estimated cost of the run's wall time (None when the price is not known)."""
+        if self.usd_per_hour is None:
+            return None
+        end = self.ended_at or time.time()
+        return round(self.usd_per_hour * (end - self.started_at) / 3600, 4)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "cost_usd": self.cost_usd}
+
+
+def runs_dir() -> Path:
+    return state.home() / "runs"
+
+
+def run_dir(run_id: str) -> Path:
+    return runs_dir() / run_id
+
+
+class RunNotFound(GpufleetError):
+    exit_code = 2
+
+    def __init__(self, run_id: str, why: str = "no run"):
+        super().__init__(f"{why} {run_id!r}", hint="`gpufleet runs` lists the runs")
+
+
+def _save(rec: RunRecord) -> None:
+    path = run_dir(rec.id) / RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec.as_dict(), indent=2) + "\n")
+    tmp.replace(path)
+
+
+def load(run_id: str) -> RunRecord:
+    """A run by id or unique id prefix."""
+    matches = [run_id] if (run_dir(run_id) / RECORD).is_file() else []
+    if not matches and runs_dir().is_dir():
+        matches = [p.name for p in runs_dir().iterdir() if p.name.startswith(run_id)]
+    if not matches:
+        raise RunNotFound(run_id)
+    if len(matches) > 1:
+        raise RunNotFound(run_id, f"{len(matches)} runs start with")
+    data = json.loads((run_dir(matches[0]) / RECORD).read_text())
+    data.pop("cost_usd", None)
+    rec = RunRecord(**data)
+    if rec.status == "running" and not _alive(rec.pid):
+        rec.status = "lost"  # the CLI that ran it died without recording an end
+    return rec
+
+
+def all_runs() -> list[RunRecord]:
+    """Every recorded run, oldest first."""
+    if not runs_dir().is_dir():
+        return []
+    out = []
+    for p in runs_dir().iterdir():
+        if (p / RECORD).is_file():
+            try:
+                out.append(load(p.name))
+            except (GpufleetError, ValueError, TypeError):
+                continue
+    return sorted(out, key=lambda r: r.started_at)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Recorder:
+    """Writes one run's record and log while `gpufleet run` runs (thread-safe)."""
+
+    def __init__(self, rec: RunRecord):
+        self.rec = rec
+        run_dir(rec.id).mkdir(parents=True, exist_ok=True)
+        self._log = open(run_dir(rec.id) / LOG, "a", buffering=1)  # noqa: SIM115 - closed in finish
+        self._lock = threading.Lock()
+        _save(rec)
+
+    def line(self, node: str, text: str, is_err: bool = False) -> None:
+        with self._lock:
+            if not self._log.closed:
+                self._log.write(f"[{node}] {text}\n")
+
+    def progress(self, message: str) -> None:
+        with self._lock:
+            if not self._log.closed:
+                self._log.write(f"gpufleet: {message}\n")
+
+    def finish(self, exit_code: int, status: str) -> None:
+        self.rec.ended_at = time.time()
+        self.rec.exit_code = exit_code
+        self.rec.status = status
+        _save(self.rec)
+        with self._lock:
+            self._log.close()
+
+
+def read_log(run_id: str, node: str | None = None) -> list[str]:
+    rec = load(run_id)
+    text = (run_dir(rec.id) / LOG).read_text(errors="replace")
+    return [ln for ln in text.splitlines() if node is None or ln.startswith(f"[{node}] ")]
+
+
+def follow(run_id: str, emit, node: str | None = None, poll_s: float = 0.2) -> RunRecord:
+    """Print the log, then new lines as they come, until the run has ended."""
+    rec = load(run_id)
+    path = run_dir(rec.id) / LOG
+    with open(path, errors="replace") as f:
+        partial = ""
+        while True:
+            ended = load(rec.id)
+            chunk = f.read()  # read after the status: no line written before the end is missed
+            lines = (partial + chunk).split("\n")
+            partial = lines.pop()
+            for ln in lines:
+                if node is None or ln.startswith(f"[{node}] "):
+                    emit(ln)
+            if ended.status != "running":
+                if partial and (node is None or partial.startswith(f"[{node}] ")):
+                    emit(partial)
+                return ended
+            if not chunk:
+                time.sleep(poll_s)

@@ -1,0 +1,170 @@
+"""`--cloud ssh` against three sshd "machines" started by hand, as a user's own hosts are."""
+
+from __future__ import annotations
+
+import getpass
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufleet.provision.local import (
+    _write,
+    find_sshd,
+    free_port,
+    pick_addresses,
+    sandbox_processes,
+    sshd_config,
+    terminate,
+)
+from gpufleet.provision.ssh import fingerprint
+from gpufleet.sshkeys import generate_ed25519
+from tests.integration.conftest import gpufleet, requires_sshd
+
+pytestmark = [requires_sshd, pytest.mark.sandbox]
+MARK = "byo-hosts"  # sessions on these hosts carry GPUFLEET_SANDBOX=byo-hosts
+
+
+class Hosts:
+    def __init__(self, root: Path):
+        self.root = root
+        self.key = root / "id_ed25519"
+        self.procs: list[subprocess.Popen] = []
+        self.addrs: list[tuple[str, int]] = []
+        self.host_keys: list[str] = []
+        self.workdirs: list[Path] = []
+
+    def spec(self, user: bool = True) -> str:
+        who = f"{getpass.getuser()}@" if user else ""
+        return ",".join(f"{who}{a}:{p}" for a, p in self.addrs)
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[Hosts]:
+    """Three sshd on loopback with their own host keys, one authorized user key; stopped at
+    the end by PID (their sessions too), whatever the test did."""
+    h = Hosts(tmp_path)
+    user_key = generate_ed25519("byo")
+    _write(h.key, user_key.private_openssh)
+    _write(tmp_path / "authorized_keys", user_key.public_openssh + "\n", 0o644)
+    try:
+        for i, addr in enumerate(pick_addresses(3)):
+            d = tmp_path / f"host{i}"
+            host = generate_ed25519(f"host{i}")
+            _write(d / "ssh_host_ed25519_key", host.private_openssh)
+            port = free_port(addr)
+            conf = sshd_config(addr=addr, port=port, node_dir=d, cluster_dir=tmp_path,
+                               user=getpass.getuser(), cluster=MARK, node=f"host{i}")  # fmt: skip
+            _write(d / "sshd_config", conf, 0o644)
+            h.procs.append(
+                subprocess.Popen(
+                    [find_sshd(), "-D", "-e", "-f", str(d / "sshd_config")],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+            )
+            h.addrs.append((addr, port))
+            h.host_keys.append(" ".join(host.public_openssh.split()[:2]))
+            (d / "work").mkdir()
+            h.workdirs.append(d / "work")
+        yield h
+    finally:
+        terminate(sandbox_processes(MARK) + [p.pid for p in h.procs])
+        for p in h.procs:
+            p.wait(timeout=10)
+
+
+def _wait_listening(h: Hosts) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 10
+    for addr, port in h.addrs:
+        while True:
+            try:
+                socket.create_connection((addr, port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{addr}:{port} never listened"
+                time.sleep(0.05)
+
+
+def test_unpinned_hosts_are_refused_before_anything_is_recorded(hosts, gpufleet_home):
+    _wait_listening(hosts)
+    r = gpufleet(gpufleet_home, "up", "--cloud", "ssh", "--name", "mine",
+                 "--hosts", hosts.spec(), "--ssh-key", str(hosts.key))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "no pinned host key" in r.stderr and "--accept-host-keys" in r.stderr
+    assert not (gpufleet_home / "clusters" / "mine").exists()
+
+
+def test_accepted_keys_are_printed_used_and_down_leaves_the_hosts_alone(hosts, gpufleet_home):
+    _wait_listening(hosts)
+    r = gpufleet(gpufleet_home, "up", "--cloud", "ssh", "--name", "mine", "--hosts",
+                 hosts.spec(), "--ssh-key", str(hosts.key), "--accept-host-keys")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for i, key in enumerate(hosts.host_keys):  # the fingerprints OpenSSH would show
+        assert f"node-{i} {hosts.addrs[i][0]}:{hosts.addrs[i][1]} host key {fingerprint(key)}" in (
+            r.stderr
+        )
+    r = gpufleet(gpufleet_home, "exec", "mine", "--", "echo $GPUFLEET_NODE")
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split("\n")[:3]) == [
+        "[node-0] host0",
+        "[node-1] host1",
+        "[node-2] host2",
+    ]
+    cfg = gpufleet_home / "clusters" / "mine" / "ssh_config"
+    r = subprocess.run(["ssh", "-F", str(cfg), "mine-node-2", "echo", "$GPUFLEET_NODE"],
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.stdout.strip() == "host2", r.stderr  # plain OpenSSH, pinned key, alias w/ port
+    marker = hosts.root / "host1" / "work" / "kept"
+    marker.write_text("mine")
+    r = gpufleet(gpufleet_home, "down", "mine")
+    assert r.returncode == 0, r.stderr
+    assert not (gpufleet_home / "clusters" / "mine").exists()  # forgotten, ssh_config too
+    assert hosts.alive() and marker.read_text() == "mine"  # nothing on the hosts changed
+
+
+def test_inventory_pins_keys_and_a_wrong_key_is_refused(hosts, gpufleet_home, tmp_path):
+    import yaml
+
+    _wait_listening(hosts)
+    entries = [
+        {"address": a, "port": p, "host_key": k, "workdir": str(w), "gpus": 0}
+        for (a, p), k, w in zip(hosts.addrs, hosts.host_keys, hosts.workdirs, strict=True)
+    ]
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text(yaml.safe_dump({"user": getpass.getuser(), "key": str(hosts.key),
+                                   "hosts": entries}))  # fmt: skip
+    r = gpufleet(gpufleet_home, "up", "--cloud", "ssh", "--name", "inv", "--inventory", str(inv))
+    assert r.returncode == 0, r.stderr
+    assert "accepted" not in r.stderr  # pinned: nothing fetched
+    r = gpufleet(gpufleet_home, "exec", "inv", "--", "pwd")
+    assert sorted(r.stdout.split("\n")[:3]) == [
+        f"[node-{i}] {w}" for i, w in enumerate(hosts.workdirs)
+    ]
+    assert gpufleet(gpufleet_home, "down", "inv").returncode == 0
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "hello.sh").write_text('echo "hello from $GPUFLEET_NODE rank $GPUFLEET_NODE_RANK"\n')
+    r = gpufleet(gpufleet_home, "run", "--cloud", "ssh", "--inventory", str(inv), "--name", "once",
+                 "--workdir", str(job), "--launcher", "none", "--", "sh", "hello.sh")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(ln for ln in r.stdout.splitlines() if "hello" in ln) == [
+        f"[node-{i}] hello from host{i} rank {i}" for i in range(3)
+    ]
+    assert not (gpufleet_home / "clusters" / "once").exists() and hosts.alive()
+
+    entries[1]["host_key"] = hosts.host_keys[0]  # host1 pinned with host0's key
+    inv.write_text(yaml.safe_dump({"user": getpass.getuser(), "key": str(hosts.key),
+                                   "hosts": entries}))  # fmt: skip
+    r = gpufleet(gpufleet_home, "up", "--cloud", "ssh", "--name", "bad", "--inventory", str(inv))
+    assert r.returncode == 3, r.stderr
+    assert "node-1" in r.stderr and "host key" in r.stderr
+    assert not (gpufleet_home / "clusters" / "bad").exists()
+    assert hosts.alive()
