@@ -3,9 +3,9 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync
 
-.PHONY: demo test lint fmt venv debs deps-test deps-demo golden bench clean
+.PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,10 @@ test: deps-test
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
+# --cloud vm end to end: real QEMU VMs (a one-time image build as root, then minutes per TCG boot).
+test-vm: deps-test
+	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
+
 fmt: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
@@ -50,6 +54,7 @@ golden: deps-test
 
 bench: deps-test
 	$(BIN)/python benchmarks/fanout.py
+	$(BIN)/python benchmarks/sync.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

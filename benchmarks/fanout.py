@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
-"""Fan-out benchmark: `gpufleet exec NAME -- CMD` against `pdsh -R ssh` over the same sandbox.
+"""Fan-out benchmark: `gpufleet exec NAME -- CMD`, cold and warm, against `pdsh -R ssh` and
+OpenSSH ControlMaster over the same sandbox.
 
-Both tools reach the same N sandbox nodes with the same key and the same pinned
-known_hosts (pdsh through `gpufleet ssh-config`), each with its own default
-algorithms. One warm-up, then R timed runs per tool, interleaved; every run must
-exit 0 (and, for `hostname`, print N lines). Prints medians and the ratio
-gpufleet/pdsh; `--json` writes the raw runs too. Compare with the anchors in
+All tools reach the same N sandbox nodes with the same key and the same pinned
+known_hosts (pdsh and ssh through `gpufleet ssh-config`), each with its own default
+algorithms. Tools:
+  gpufleet       cold: GPUFLEET_HOLDER=0, a new connection to every node
+  pdsh           `pdsh -R ssh -f N`, new connections
+  gpufleet-warm  through the cluster's connection holder (started before timing)
+  ssh-cm         one `ssh` per node through an OpenSSH ControlMaster opened before timing
+  gpufleet-tree  `exec --tree`: one kept connection to the head, which fans out (its
+                 CPU is on the head, i.e. in the sandbox's sshd sessions, not the client)
+One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and,
+for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
+gpufleet-warm/ssh-cm, and client CPU per node: user+sys of the client's process tree,
+plus, for the warm tools, what the holder / the ControlMasters spent during the run;
+`--json` writes the raw runs too. Compare with the anchors in
 ../shared/bench/fanout/RESULTS.md (2 cores; client and nodes share them).
 
     .venv/bin/python benchmarks/fanout.py                 # N = 8 32 64, 5 runs, `true`
@@ -37,13 +47,78 @@ def cpu_children() -> float:
 
 def timed(cmd: str, env: dict, expect_lines: int | None) -> tuple[float, float]:
     c0, t0 = cpu_children(), time.perf_counter()
-    p = subprocess.run(cmd, shell=True, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        cmd,
+        shell=True,
+        executable="/bin/bash",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall, cpu = time.perf_counter() - t0, cpu_children() - c0
     if p.returncode != 0:
         raise SystemExit(f"run failed ({p.returncode}): {cmd}\n{p.stderr[-2000:]}")
     if expect_lines is not None and len(p.stdout.splitlines()) != expect_lines:
         raise SystemExit(f"expected {expect_lines} lines from {cmd}, got:\n{p.stdout[-2000:]}")
     return wall, cpu
+
+
+def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
+    """Open what the warm tools reuse: gpufleet's holder and one ControlMaster per node."""
+    from gpufleet.remote import holder
+
+    subprocess.run(
+        f"for h in $(cat {hosts}); do ssh {cm} -o ControlMaster=yes -o ControlPersist=600 "
+        "-N -f $h || exit 1; done",
+        shell=True,
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    holder.spawn(name)
+    deadline = time.monotonic() + 120
+    while (s := holder._connect(name)) is None:
+        if time.monotonic() > deadline:
+            raise SystemExit("the connection holder did not start")
+        time.sleep(0.1)
+    s.close()
+
+
+def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
+    """The processes the warm tools lean on: gpufleet's holder, OpenSSH's masters."""
+    from gpufleet import state
+
+    masters = []
+    for h in hosts.read_text().split():
+        p = subprocess.run(
+            f"ssh {cm} -O check {h}", shell=True, env=env, capture_output=True, text=True
+        )
+        if "pid=" in p.stderr:
+            masters.append(int(p.stderr.split("pid=")[1].split(")")[0]))
+    holder_pid = int((state.cluster_dir(name) / "holder.pid").read_text())
+    return {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+
+
+def proc_cpu(pids: list[int]) -> float:
+    """user+sys seconds of these processes so far (/proc, clock ticks)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def stop_warm(hosts: Path, cm: str, env: dict) -> None:
+    subprocess.run(
+        f"for h in $(cat {hosts}); do ssh {cm} -O exit $h 2>/dev/null; done; true",
+        shell=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def main() -> None:
@@ -81,11 +156,18 @@ def main() -> None:
             hosts = home / f"{name}.hosts"
             hosts.write_text("".join(f"{name}-{x.name}\n" for x in info.nodes))
             expect = n if args.cmd == "hostname" else None
+            cm = f"-F {cfg} -o ControlPath={home}/cm-%C"
             tools = {
-                "gpufleet": f"{gf} exec {name} -- {args.cmd}",
+                "gpufleet": f"GPUFLEET_HOLDER=0 {gf} exec {name} -- {args.cmd}",
                 "pdsh": f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} '
                 f"{args.cmd}",
+                "gpufleet-warm": f"{gf} exec {name} -- {args.cmd}",
+                "ssh-cm": f"pids=; for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & "
+                'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
+                "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
             }
+            start_warm(name, hosts, cm, env)
+            bg = background_pids(name, hosts, cm, env)
             if args.pdsh_c25519:
                 tools["pdsh-c25519"] = (
                     f'PDSH_SSH_ARGS_APPEND="-F {cfg} -o KexAlgorithms=curve25519-sha256" '
@@ -97,10 +179,13 @@ def main() -> None:
             cpus: dict[str, list[float]] = {t: [] for t in tools}
             for rep in range(args.reps):
                 for tool, cmd in tools.items():
+                    b0 = proc_cpu(bg.get(tool, []))
                     w, c = timed(cmd, env, expect)
+                    c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
                     walls[tool].append(w)
                     cpus[tool].append(c)
                     runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
+            stop_warm(hosts, cm, env)
             ops.destroy(state.load(name), lambda m: None)
             row = {"n": n}
             for tool in tools:
@@ -108,13 +193,18 @@ def main() -> None:
                 row[tool + "_range"] = (min(walls[tool]), max(walls[tool]))
                 row[tool + "_cpu"] = statistics.median(cpus[tool])
             row["ratio"] = row["gpufleet"] / row["pdsh"]
+            row["warm_ratio"] = row["gpufleet-warm"] / row["ssh-cm"]
             summary.append(row)
+            for tool in tools:
+                lo, hi = row[tool + "_range"]
+                print(
+                    f"N={n:<4} {tool:<14} {row[tool]:.2f}s ({lo:.2f}-{hi:.2f})  client cpu "
+                    f"{row[tool + '_cpu']:.2f}s = {1000 * row[tool + '_cpu'] / n:.1f} ms/node",
+                    flush=True,
+                )
             print(
-                f"N={n:<4} gpufleet {row['gpufleet']:.2f}s ({row['gpufleet_range'][0]:.2f}-"
-                f"{row['gpufleet_range'][1]:.2f}, cpu {row['gpufleet_cpu']:.2f})  "
-                f"pdsh {row['pdsh']:.2f}s ({row['pdsh_range'][0]:.2f}-{row['pdsh_range'][1]:.2f}, "
-                f"cpu {row['pdsh_cpu']:.2f})  ratio {row['ratio']:.2f}"
-                + (f"  pdsh-c25519 {row['pdsh-c25519']:.2f}s" if args.pdsh_c25519 else ""),
+                f"N={n:<4} cold gpufleet/pdsh {row['ratio']:.2f}   "
+                f"warm gpufleet/ssh-cm {row['warm_ratio']:.2f}",
                 flush=True,
             )
     finally:
@@ -122,10 +212,22 @@ def main() -> None:
             ops.destroy(state.load(name), lambda m: None)
         shutil.rmtree(home, ignore_errors=True)
     print(f"\ncommand `{args.cmd}`, {args.reps} timed runs per tool after 1 warm-up; median wall")
-    print("| N | gpufleet exec (s) | pdsh -R ssh (s) | ratio |")
-    print("|---|---|---|---|")
+    print(
+        "| N | gpufleet cold (s) | pdsh (s) | cold ratio | gpufleet warm (s) | ssh-cm (s) "
+        "| warm ratio | gpufleet tree (s) | client CPU/node: cold gpufleet, pdsh, warm "
+        "gpufleet, ssh-cm, tree (ms) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in summary:
-        print(f"| {r['n']} | {r['gpufleet']:.2f} | {r['pdsh']:.2f} | {r['ratio']:.2f} |")
+        per = ", ".join(
+            f"{1000 * r[t + '_cpu'] / r['n']:.1f}"
+            for t in ("gpufleet", "pdsh", "gpufleet-warm", "ssh-cm", "gpufleet-tree")
+        )
+        print(
+            f"| {r['n']} | {r['gpufleet']:.2f} | {r['pdsh']:.2f} | {r['ratio']:.2f} "
+            f"| {r['gpufleet-warm']:.2f} | {r['ssh-cm']:.2f} | {r['warm_ratio']:.2f} "
+            f"| {r['gpufleet-tree']:.2f} | {per} |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs}, indent=2))
 

@@ -12,15 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from components.errors import GpufleetError, SpecError
 from components.fabric import FABRICS
 
-Cloud = Literal["local", "ssh", "aws", "gcp", "azure"]
-CLOUDS: tuple[str, ...] = ("local", "ssh", "aws", "gcp", "azure")
+Cloud = Literal["local", "vm", "ssh", "aws", "gcp", "azure"]
+CLOUDS: tuple[str, ...] = ("local", "vm", "ssh", "aws", "gcp", "azure")
 PULUMI_CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
-DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser"}
+DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "vm": "gpufleet"}
 # azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
-MAX_NODES = {"local": 128, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
+# vm: each node is a whole QEMU VM (1.5 GiB) on this machine.
+MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
 
 
 class ClusterSpec(BaseModel):
@@ -105,8 +106,8 @@ class ClusterSpec(BaseModel):
                 f"{self.nodes} nodes is over the {self.cloud} limit of {limit}",
                 f"use at most {limit} nodes per cluster",
             )
-        if self.cloud in ("local", "ssh"):
-            if self.instance_type not in (None, "local", "ssh"):
+        if self.cloud in ("local", "vm", "ssh"):
+            if self.instance_type not in (None, "local", "vm", "ssh"):
                 raise SpecError(
                     "instance_type",
                     f"{self.instance_type!r} means nothing on cloud={self.cloud}",
@@ -121,9 +122,11 @@ class ClusterSpec(BaseModel):
                     )
             if self.spot:
                 raise SpecError("spot", f"cloud={self.cloud} has no spot capacity", "drop --spot")
-            if self.cloud == "local" and (self.gpus_per_node or 0) > 0:
+            if self.cloud in ("local", "vm") and (self.gpus_per_node or 0) > 0:
                 raise SpecError(
-                    "gpus_per_node", "the local sandbox has no GPUs", "drop --gpus on --cloud local"
+                    "gpus_per_node",
+                    f"cloud={self.cloud} nodes have no GPUs",
+                    f"drop --gpus on --cloud {self.cloud}",
                 )
             if self.cloud == "ssh" and len(self.hosts) != self.nodes:
                 raise SpecError(

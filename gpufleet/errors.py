@@ -17,6 +17,7 @@ __all__ = [
     "MissingTool",
     "SpecError",
     "SSHUnreachable",
+    "SyncFailed",
 ]
 
 
@@ -128,3 +129,17 @@ class JobFailed(GpufleetError):
         super().__init__(f"job failed: {node} exited {code} first{extra}")
         self.node = node
         self.exit_code = code
+
+
+class SyncFailed(GpufleetError):
+    """rsync could not copy the working directory to a node; carries its exit code and output."""
+
+    exit_code = 1
+
+    def __init__(self, node: str, code: int, detail: str):
+        super().__init__(
+            f"sync to {node} failed (rsync exit {code}): {detail}",
+            hint="check the node's disk space and that its workdir is writable; "
+            "`--sync-method paramiko` copies without rsync",
+        )
+        self.node, self.code, self.detail = node, code, detail

@@ -7,17 +7,38 @@ from typing import Any
 
 
 def run_exec(
-    info: Any, command: list[str], nodes: list[str], timeout: float | None, as_json: bool
+    info: Any,
+    command: list[str],
+    nodes: list[str],
+    timeout: float | None,
+    as_json: bool,
+    tree: bool = False,
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
     from gpufleet.cli.common import node_printer, print_json
-    from gpufleet.remote import Group
+    from gpufleet.remote import holder
 
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
-    with Group(info, nodes or None) as g:
-        results = g.run(
-            cmd, stream=None if as_json else node_printer(), check=False, timeout=timeout
-        )
+    stream = None if as_json else node_printer()
+    results = None
+    if tree:
+        from gpufleet.errors import GpufleetError
+        from gpufleet.remote.tree import run_tree
+
+        if timeout is not None:
+            raise GpufleetError(
+                "--timeout is not supported with --tree", hint="drop one of the two"
+            )
+        results = run_tree(info, cmd, nodes or None, stream)
+    elif holder.enabled():
+        results = holder.request(info.name, cmd, nodes, timeout, stream)
+    if results is None:  # cold: connect from here, and leave a holder for the next command
+        from gpufleet.remote import Group
+
+        with Group(info, nodes or None) as g:
+            results = g.run(cmd, stream=stream, check=False, timeout=timeout)
+        if holder.enabled():
+            holder.spawn(info.name)
     failed = [r for r in results.values() if not r.ok]
     if as_json:
         order = {n.name: i for i, n in enumerate(info.nodes)}
@@ -47,7 +68,7 @@ def run_exec(
 
 
 def parse_fast(args: list[str]) -> dict[str, Any] | None:
-    """`exec NAME [--node N]... [--timeout S] [--json] -- CMD...` parsed without typer;
+    """`exec NAME [--node N]... [--timeout S] [--json] [--tree] -- CMD...` parsed without typer;
     None for anything else (help, odd spellings), which then goes through typer."""
     if len(args) < 4 or args[0] != "exec" or "--" not in args:
         return None
@@ -55,11 +76,17 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
     head, command = args[1:split], args[split + 1 :]
     if not command or not head or head[0].startswith("-"):
         return None
-    out: dict[str, Any] = {"name": head[0], "nodes": [], "timeout": None, "json": False}
+    out: dict[str, Any] = {
+        "name": head[0],
+        "nodes": [],
+        "timeout": None,
+        "json": False,
+        "tree": False,
+    }
     rest = iter(head[1:])
     for a in rest:
-        if a == "--json":
-            out["json"] = True
+        if a in ("--json", "--tree"):
+            out[a[2:]] = True
         elif a in ("--node", "--timeout"):
             value = next(rest, None)
             if value is None:

@@ -69,7 +69,7 @@ def expected_for(info: ClusterInfo) -> Expected:
     from components import catalog
     from components.errors import CatalogError
 
-    if info.cloud in ("local", "ssh") or not info.instance_type:
+    if info.cloud in ("local", "vm", "ssh") or not info.instance_type:
         return Expected(fabric=info.fabric)
     try:
         it = catalog.lookup(info.cloud, info.instance_type)

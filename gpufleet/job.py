@@ -28,6 +28,8 @@ class JobRequest:
     keep: bool = False  # keep a cluster this run created
     ssh_timeout: float = 600.0
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
+    include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
+    exclude: list[str] = field(default_factory=list)  # never sync these
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
 
 
@@ -68,9 +70,14 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         started = time.monotonic()
         group.wait_ready(req.ssh_timeout)
         progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
-        archive, count = sync.pack(req.workdir)
-        progress(f"copying {count} files ({len(archive) / 1024:.0f} KiB) to every node")
-        group.put_archive(archive)
+        sync.sync(
+            info,
+            req.workdir,
+            group=group,
+            include=req.include,
+            exclude=req.exclude,
+            progress=progress,
+        )
         if req.setup:
             progress(f"setup: {req.setup}")
             group.run(req.setup, stream=stream, what="setup")

@@ -34,5 +34,9 @@ def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> P
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
     """Remove every resource of a cluster, then its record."""
+    from gpufleet.remote import head, holder
+
+    holder.stop(info.name)
+    head.stop_mux(info)
     for_cloud(info.cloud, **options).down(info, progress)
     state.forget(info.name)

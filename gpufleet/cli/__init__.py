@@ -27,6 +27,7 @@ def build_app():
         run,
         runs,
         setup,
+        sync,
     )
 
     app = typer.Typer(
@@ -41,7 +42,19 @@ def build_app():
     )
 
     app.callback()(root.root)
-    for module in (cluster, remote, run, runs, catalog, plan, image, health, setup, completion):
+    for module in (
+        cluster,
+        remote,
+        run,
+        runs,
+        sync,
+        catalog,
+        plan,
+        image,
+        health,
+        setup,
+        completion,
+    ):
         module.register(app)
     return app
 
@@ -90,7 +103,17 @@ def _fast_exec(args: list[str]) -> int | None:
     from gpufleet.execute import run_exec
 
     info = state.load_view(parsed["name"])
-    return run_exec(info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"])
+    return run_exec(
+        info, parsed["command"], parsed["nodes"], parsed["timeout"], parsed["json"], parsed["tree"]
+    )
+
+
+def _fast_sync(args: list[str]) -> int | None:
+    """`sync` without typer: its start-up would be most of a no-change sync."""
+    from gpufleet import sync
+
+    parsed = sync.parse_fast(args)
+    return None if parsed is None else sync.run_fast(parsed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     install_handlers()
     try:
         fast = _fast_exec(args)
+        if fast is None:
+            fast = _fast_sync(args)
         if fast is not None:
             return fast
         build_command().main(args=args, prog_name="gpufleet")

@@ -31,7 +31,7 @@ def up(
         str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
     cloud: Annotated[
-        str, typer.Option(help="local | ssh | aws | gcp | azure (any case)")
+        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
     ] = "local",
     nodes: Annotated[
         int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")

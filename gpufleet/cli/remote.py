@@ -18,12 +18,15 @@ def exec_(
     as_json: Annotated[
         bool, typer.Option("--json", help="node -> result map, no streaming")
     ] = False,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
+    ] = False,
 ) -> None:
     """Run a command on every node at once; output lines are prefixed with [node-K]."""
     from gpufleet import state
     from gpufleet.execute import run_exec
 
-    code = run_exec(state.load(name), command, node, timeout, as_json)
+    code = run_exec(state.load(name), command, node, timeout, as_json, tree)
     if code:
         raise typer.Exit(code)
 

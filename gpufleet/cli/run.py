@@ -39,7 +39,7 @@ def run(
         typer.Option("--name", "-n", help="name of the new cluster (default: run-XXXXXX)"),
     ] = None,
     cloud: Annotated[
-        str, typer.Option(help="local | ssh | aws | gcp | azure (any case)")
+        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
     ] = "local",
     nodes: Annotated[
         int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
@@ -75,6 +75,12 @@ def run(
     workdir: Annotated[
         Path, typer.Option(help="directory copied to every node; the job runs in it")
     ] = Path("."),
+    include: Annotated[
+        list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
+    ] = [],  # noqa: B006
+    exclude: Annotated[
+        list[str], typer.Option(help="never copy paths matching this (repeat)")
+    ] = [],  # noqa: B006
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
@@ -202,6 +208,8 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        include=list(include),
+        exclude=list(exclude),
         provision_options=byo_options,
     )
     raise typer.Exit(
@@ -314,7 +322,7 @@ def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
 
         info = state.load(cluster or "")
         cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
-    if cloud in ("local", "ssh"):
+    if cloud in ("local", "vm", "ssh"):
         return 0.0, nodes, cloud, name  # nothing rented
     from components import catalog
     from components.errors import CatalogError

@@ -26,6 +26,10 @@ def for_cloud(cloud: str, **options: object) -> Provisioner:
         from gpufleet.provision.local import LocalProvisioner
 
         return LocalProvisioner()
+    if cloud == "vm":
+        from gpufleet.provision.vm import VmProvisioner
+
+        return VmProvisioner(**options)  # type: ignore[arg-type]
     if cloud == "ssh":
         from gpufleet.provision.ssh import SSHProvisioner
 

@@ -109,17 +109,25 @@ class Group:
         *,
         connect_timeout: float = 10.0,
         max_workers: int | None = None,
+        share: Group | None = None,
     ):
         self.info = info
         self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
         self.connect_timeout = connect_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
-        self._transports: dict[str, Any] = {}
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
-        self._node_locks: dict[str, threading.RLock] = {}
-        self._creds: tuple[Any, dict] | None = None
+        # A group made with share= uses (and never closes) the connections of `share`.
+        self._owner = share is None
+        self._transports: dict[str, Any] = {} if share is None else share._transports
+        self._tlock = threading.Lock() if share is None else share._tlock  # _transports
+        self._node_locks: dict[str, threading.RLock] = {} if share is None else share._node_locks
+        self._creds: tuple[Any, dict] | None = None if share is None else share._creds
+
+    def subset(self, nodes: list[str]) -> Group:
+        """A group of some of these nodes on the same connections (close() leaves them open)."""
+        return Group(self.info, nodes, connect_timeout=self.connect_timeout, share=self)
 
     def __enter__(self) -> Group:
         return self
@@ -136,7 +144,7 @@ class Group:
         return self._creds
 
     def _node_lock(self, node: NodeInfo) -> threading.RLock:
-        with self._lock:
+        with self._tlock:
             return self._node_locks.setdefault(node.name, threading.RLock())
 
     def _connect(self, node: NodeInfo) -> Any:
@@ -157,7 +165,7 @@ class Group:
                 timeout=self.connect_timeout,
                 via=via,
             )
-            with self._lock:
+            with self._tlock:
                 old = self._transports.get(node.name)
                 self._transports[node.name] = t
         if old is not None:
@@ -200,7 +208,7 @@ class Group:
 
     def reconnect(self, timeout: float = 30.0) -> None:
         """Close every connection and open them again (checking the pinned keys again)."""
-        with self._lock:
+        with self._tlock:
             transports = list(self._transports.values())
             self._transports.clear()
         for t in reversed(transports):
@@ -357,10 +365,6 @@ class Group:
         """Write relative path -> content under every node's workdir."""
         self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)
 
-    def put_archive(self, tar_gz: bytes) -> None:
-        """Unpack a .tar.gz into every node's workdir."""
-        self.run("tar -xzf -", stdin=tar_gz, what="upload")
-
     def _kill(self, node: NodeInfo) -> None:
         pid = self._pids.get(node.name)
         if pid is None:
@@ -383,9 +387,11 @@ class Group:
                 wait([pool.submit(self._kill, n) for n in running], timeout=15)
 
     def close(self) -> None:
-        with self._lock:
-            transports = list(self._transports.values())
-            self._transports.clear()
+        transports = []
+        if self._owner:
+            with self._tlock:
+                transports = list(self._transports.values())
+                self._transports.clear()
         for t in reversed(transports):  # tunnelled ones before the head's they run inside
             t.close()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -9,7 +9,8 @@ from gpufleet.execute import parse_fast
 
 def test_parses_the_common_forms():
     assert parse_fast(["exec", "t", "--", "hostname"]) == {
-        "name": "t", "nodes": [], "timeout": None, "json": False, "command": ["hostname"],
+        "name": "t", "nodes": [], "timeout": None, "json": False, "tree": False,
+        "command": ["hostname"],
     }  # fmt: skip
     got = parse_fast(["exec", "t", "--node", "node-1", "--node", "2", "--timeout", "5", "--json",
                       "--", "echo", "a b"])  # fmt: skip

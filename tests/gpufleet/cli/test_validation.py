@@ -46,7 +46,7 @@ CASES = [
     (["up", "--zone", "us-east-1a"], "zone: 'us-east-1a' means nothing on cloud=local"),
     (["up", "--spot"], "spot: cloud=local has no spot capacity"),
     (["run", "--workdir", EXAMPLES, "--cloud", "oracle", "--", "train_ddp.py"],
-     "cloud: 'oracle' is not one of 'local', 'ssh', 'aws', 'gcp' or 'azure'"),
+     "cloud: 'oracle' is not one of 'local', 'vm', 'ssh', 'aws', 'gcp' or 'azure'"),
     (["health", "t", "--fabric", "--sizes", "abc"], "sizes: 'abc' is not a message size"),
     (["run", "--workdir", EXAMPLES, "--cloud", "aws", "-t", "p4d.24xlarge", "--region",
       "eu-west-1", "--max-cost", "100", "--", "train_ddp.py"],

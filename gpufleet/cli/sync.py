@@ -1,0 +1,46 @@
+"""CLI: sync — mirror a working directory into every node's workdir of a running cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def sync_(
+    name: Annotated[str, typer.Argument(help="cluster name")],
+    workdir: Annotated[Path, typer.Option(help="directory to mirror")] = Path("."),
+    include: Annotated[
+        list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
+    ] = [],  # noqa: B006
+    exclude: Annotated[
+        list[str], typer.Option(help="never copy paths matching this (repeat)")
+    ] = [],  # noqa: B006
+    method: Annotated[str, typer.Option("--sync-method", help="auto | rsync | paramiko")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print what was done as JSON")] = False,
+) -> None:
+    """Mirror WORKDIR into each node's workdir: this machine uploads to the head only, the
+    head copies to the workers; files the directory no longer has are removed there."""
+    from gpufleet import state
+    from gpufleet.cli.common import print_json, progress
+    from gpufleet.sync import sync
+
+    if method not in ("auto", "rsync", "paramiko"):
+        raise typer.BadParameter("use auto, rsync or paramiko", param_hint="--sync-method")
+    if not workdir.is_dir():
+        raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
+    report = sync(
+        state.load(name),
+        workdir.resolve(),
+        include=include,
+        exclude=exclude,
+        progress=progress,
+        method=method,
+    )
+    if as_json:
+        print_json(report.__dict__)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sync")(sync_)

@@ -1,0 +1,206 @@
+"""The head as the cluster's relay: one kept OpenSSH connection to it, and its keys to the workers.
+
+Sync and tree-mode exec both hand the head the cluster key and the workers' pinned host
+keys (HEAD_KEYS, beside its workdir), so the head reaches the workers over the cluster
+network, through one persistent OpenSSH connection per worker that it keeps.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gpufleet.remote.knownhosts import host_entry
+
+# Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
+HEAD_KEYS = "../.gpufleet-ssh"
+MUX_PERSIST_S = 300
+# AES-GCM first: with AES-NI / ARMv8 crypto it moves bulk data faster than OpenSSH's
+# default first choice, chacha20-poly1305 (~1.8x on this project's build machine).
+CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr"
+
+
+def ssh_options(key: str, known_hosts: str, port: int, host_key_type: str) -> list[str]:
+    """OpenSSH options: the cluster key, the pinned host key only, never a prompt."""
+    opts = [
+        "-F",
+        "/dev/null",
+        "-i",
+        key,
+        "-p",
+        str(port),
+    ]
+    for o in (
+        "IdentitiesOnly=yes",
+        "IdentityAgent=none",
+        f"UserKnownHostsFile={known_hosts}",
+        "GlobalKnownHostsFile=/dev/null",
+        "StrictHostKeyChecking=yes",
+        f"HostKeyAlgorithms={host_key_type}",
+        "BatchMode=yes",
+        "ConnectTimeout=20",
+        f"Ciphers={CIPHERS}",
+    ):
+        opts += ["-o", o]
+    return opts
+
+
+def mux_options(control_path: str | None, master: bool = True) -> list[str]:
+    """Share one SSH connection between the commands of a sync and the next few syncs.
+
+    master=False: use the shared connection if it is there, never start it (two commands
+    starting it at once race for its socket).
+    """
+    if control_path is None:
+        return []
+    return [
+        "-o",
+        f"ControlMaster={'auto' if master else 'no'}",
+        "-o",
+        f"ControlPersist={MUX_PERSIST_S}",
+        "-o",
+        f"ControlPath={control_path}",
+    ]
+
+
+def control_path(cluster_dir: Path) -> str | None:
+    """The head connection's socket, in the cluster's state folder; None if too long for one."""
+    path = str(cluster_dir / "mux-head")
+    return path if len(path) < 100 else None
+
+
+def key_type(node: Any) -> str:
+    return (node.host_key.split() or ["ssh-ed25519"])[0]
+
+
+def head_ssh_argv(info: Any, control: str | None) -> list[str]:
+    """`ssh ... user@head` (then the remote command) through the shared head connection."""
+    head = info.nodes[0]
+    opts = ssh_options(info.ssh_key_path, info.known_hosts_path, head.ssh_port, key_type(head))
+    return ["ssh", *opts, *mux_options(control), f"{info.ssh_user}@{head.public_ip}"]
+
+
+def in_workdir(node: Any, script: str) -> str:
+    wd = shlex.quote(node.workdir.rstrip("/") or ".")
+    return f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(script)}"
+
+
+def head_known_hosts(info: Any) -> str:
+    """The workers' pinned host keys at the addresses the head reaches them by (private)."""
+    return "".join(f"{host_entry(n.private_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes[1:])
+
+
+def worker_rows(info: Any) -> list[str]:
+    rows = []
+    for n in info.nodes[1:]:
+        wd = n.workdir.rstrip("/") or "."
+        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {n.ssh_port} {wd} {key_type(n)}")
+    return rows
+
+
+# On the head: the keys it was handed, and one persistent OpenSSH connection per worker
+# (a socket path must stay under ~104 bytes, hence /tmp when the keys folder is deep).
+HEAD_ENV = [
+    f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
+    'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
+    'RSH="ssh -F /dev/null -i $K/id_ed25519 -o IdentitiesOnly=yes -o IdentityAgent=none '
+    "-o UserKnownHostsFile=$K/known_hosts -o GlobalKnownHostsFile=/dev/null "
+    "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=20 "
+    f"-o Ciphers={CIPHERS} "
+    f'-o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
+    "export K CP RSH",
+]
+
+
+def prepare_script(info: Any, *, warm: bool = True, require_rsync: bool = True) -> str:
+    """sh for the head, the cluster key + workers' host keys on stdin (a tar).
+
+    Exits 99 when the head has no rsync. Otherwise it also opens (in the background, while
+    this machine uploads) a persistent connection to each worker that has none yet.
+    """
+    loop = (
+        "while read -r name dest port wd kt; do "
+        '{ $RSH -p "$port" -O check "$dest" || '
+        '$RSH -p "$port" -o HostKeyAlgorithms="$kt" -o ControlMaster=yes -N -f "$dest"; } '
+        "</dev/null >/dev/null 2>&1 & done"
+    )
+    return "\n".join(
+        [
+            "umask 077",
+            f"mkdir -p {HEAD_KEYS} && tar -xf - -C {HEAD_KEYS} || exit 98",
+            *HEAD_ENV,
+            *([f"{loop} <<'EOF'", *worker_rows(info), "EOF"] if warm else []),
+            *(["command -v rsync >/dev/null 2>&1 || exit 99"] if require_rsync else []),
+            "",
+        ]
+    )
+
+
+def head_files(info: Any) -> dict[str, bytes | str]:
+    return {
+        "id_ed25519": Path(info.ssh_key_path).read_bytes(),
+        "known_hosts": head_known_hosts(info),
+    }
+
+
+def private_tar(files: dict[str, bytes | str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode, ti.mtime = len(data), 0o600, int(time.time())
+            tar.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def stop_mux(info: Any) -> None:
+    """Close the kept connection to the head, if any (`down` calls this)."""
+    import shutil
+
+    from gpufleet import state
+
+    control = control_path(state.cluster_dir(info.name))
+    if control is None or not Path(control).exists() or not shutil.which("ssh"):
+        return
+    subprocess.run(
+        [*head_ssh_argv(info, control)[:-1], "-O", "exit", head_ssh_argv(info, None)[-1]],
+        capture_output=True,
+        timeout=10,
+    )
+
+
+def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
+    node = info.nodes[0]
+    return subprocess.Popen(
+        [*head_ssh_argv(info, control), in_workdir(node, script)],
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(proc: Any) -> tuple[int, str]:
+    """Wait for a head command that prints little: (exit code, stderr)."""
+    proc.stdout.read()
+    err = proc.stderr.read().decode(errors="replace")
+    return proc.wait(timeout=120), err
+
+
+def start_prepare(info: Any, control: str | None) -> Any:
+    """Hand the head its keys (and warm its worker connections); finish() it later.
+
+    Exit code 99: the head has no rsync.
+    """
+    import contextlib
+
+    proc = head_run(info, control, prepare_script(info), stdin=True)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(private_tar(head_files(info)))
+    proc.stdin.close()
+    return proc

@@ -1,0 +1,110 @@
+"""`--cloud vm` without booting anything: the QEMU command line, the seed, the image cache key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.bootstrap import BootstrapContext, render_cloud_init
+from components.spec import ClusterSpec
+from gpufleet.errors import MissingTool
+from gpufleet.provision import for_cloud, vm, vmimage
+
+
+def argv(tmp_path: Path, accel: str = "tcg", python_dir: Path | None = None) -> list[str]:
+    return vm.qemu_argv(
+        qemu="qemu-system-x86_64",
+        accel=accel,
+        image=vmimage.BaseImage(tmp_path / "img"),
+        node="c-node-1",
+        index=1,
+        node_dir=tmp_path / "n1",
+        ssh_port=2222,
+        segment_port=40000,
+        python_dir=python_dir,
+    )
+
+
+def test_guests_reach_nothing_outside_and_ssh_is_on_loopback_only(tmp_path):
+    args = " ".join(argv(tmp_path))
+    assert "user,id=pub,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22" in args
+    # The private segment is multicast on loopback: it never leaves this machine either.
+    assert "socket,id=priv,mcast=230.0.77.1:40000,localaddr=127.0.0.1" in args
+    assert "-nodefaults" in args  # no default NIC that would bypass restrict=on
+
+
+def test_kvm_and_tcg_command_lines(tmp_path):
+    assert argv(tmp_path, "kvm")[3:9] == ["-accel", "kvm", "-cpu", "host", "-smp", "2"]
+    assert argv(tmp_path, "tcg")[3:9] == ["-accel", "tcg", "-cpu", "max", "-smp", "1"]
+
+
+def test_python_share_is_read_only(tmp_path):
+    args = argv(tmp_path, python_dir=tmp_path / "py")
+    share = args[args.index("-virtfs") + 1]
+    assert share.endswith("readonly=on") and f"path={tmp_path / 'py'}" in share
+    assert "-virtfs" not in argv(tmp_path)
+
+
+def test_network_config_matches_the_nics_on_the_command_line(tmp_path):
+    doc = json.loads(vm.network_config(1))
+    args = " ".join(argv(tmp_path))
+    eth0, eth1 = doc["config"]
+    assert f"mac={eth0['mac_address']}" in args.split("netdev=pub,")[1].split()[0]
+    assert f"mac={eth1['mac_address']}" in args.split("netdev=priv,")[1].split()[0]
+    assert eth1["subnets"] == [{"type": "static", "address": "10.77.0.11/24"}]
+    assert "dns_nameservers" not in json.dumps(doc)  # downloads fail at once: no resolver
+
+
+def test_vm_node_cloud_init_is_the_cloud_render(golden):
+    """The seed's user-data is render_cloud_init's output: the same template and steps."""
+    ctx = BootstrapContext(
+        cluster="c",
+        cloud="vm",
+        instance_type="vm",
+        node_index=0,
+        node_count=2,
+        ssh_user="gpufleet",
+        user_public_key="ssh-ed25519 AAAAuser c",
+        host_private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END ...-----",
+        host_public_key="ssh-ed25519 AAAAhost c-node-0",
+        expires_at=1_900_000_000,
+    )
+    text = render_cloud_init(ctx)
+    assert "GPUFLEET_GPUS=0" in text and "GPUFLEET_EXPIRES_AT=1900000000" in text
+    golden("vm/node-0.cloud-init.yaml", text)
+
+
+def test_image_key_follows_the_package_list():
+    assert vmimage.image_key() == vmimage.image_key(tuple(reversed(vmimage.PACKAGES)))
+    assert vmimage.image_key() != vmimage.image_key((*vmimage.PACKAGES, "htop"))
+
+
+def test_missing_tools_name_the_debian_packages(monkeypatch):
+    monkeypatch.setattr(vmimage.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(MissingTool) as e:
+        vmimage.require_tools()
+    assert e.value.hint == (
+        "sudo apt-get install debootstrap e2fsprogs genisoimage qemu-system-x86 qemu-utils"
+    )
+
+
+def test_image_cache_defaults_under_gpufleet_home(gpufleet_home, monkeypatch):
+    monkeypatch.delenv("GPUFLEET_IMAGE_CACHE", raising=False)
+    assert vmimage.cache_root() == gpufleet_home / "images"
+
+
+def test_guest_gets_torch_and_its_runtime_dependencies():
+    pytest.importorskip("torch")
+    names = {d.metadata["Name"].lower() for d in vmimage.guest_distributions()}
+    assert {"torch", "numpy", "filelock", "sympy"} <= names
+    assert "pytest" not in names and "pulumi" not in names
+
+
+def test_spec_accepts_vm_without_gpus():
+    spec = ClusterSpec.from_input({"name": "v", "cloud": "vm", "nodes": 2, "ttl_minutes": 2})
+    assert spec.effective_ssh_user == "gpufleet" and spec.gpus == 0
+    assert type(for_cloud("vm")).__name__ == "VmProvisioner"
+    with pytest.raises(Exception, match="no GPUs"):
+        ClusterSpec.from_input({"name": "v", "cloud": "vm", "gpus_per_node": 1})

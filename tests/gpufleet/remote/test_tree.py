@@ -1,0 +1,47 @@
+"""Tree-mode exec's pure parts: the head's script, and reading its prefixed lines back."""
+
+from __future__ import annotations
+
+import subprocess
+
+from gpufleet.remote import tree
+from tests.gpufleet.test_sync import _info
+
+
+def test_script_is_valid_sh_and_runs_only_the_chosen_nodes():
+    script = tree.tree_script(_info(), "echo 'a b'", ["node-0", "node-2"])
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert "GF_CMD='echo '\"'\"'a b'\"'\"''" in script
+    assert "node-2 ubuntu@10.0.0.3 22" in script and "node-1 " not in script
+
+
+def _feed(lines):
+    seen = []
+    c = tree._Collector(lambda n, text, err: seen.append((n, text)))
+    for line in lines:
+        c.feed(line)
+    return c, seen
+
+
+def test_mark_after_newline_ends_output_without_an_extra_line():
+    c, seen = _feed(["[node-1] a", "[node-1] ", "[node-1] __GPUFLEET_TREE__ 0"])
+    assert seen == [("node-1", "a")]
+    r = c.results(["node-1"])["node-1"]
+    assert (r.exit_code, r.stdout, r.ok) == (0, "a\n", True)
+
+
+def test_output_without_final_newline_and_real_empty_lines_are_kept():
+    c, seen = _feed(
+        [
+            "[node-0] x",
+            "[node-0] ",
+            "[node-0] ",
+            "[node-0] __GPUFLEET_TREE__ 3",
+            "[node-2] partial",
+            "[node-2] __GPUFLEET_TREE__ 0",
+        ]
+    )
+    res = c.results(["node-0", "node-2", "node-1"])
+    assert res["node-0"].stdout == "x\n\n" and res["node-0"].exit_code == 3
+    assert res["node-2"].stdout == "partial\n"
+    assert res["node-1"].exit_code is None and res["node-1"].error

@@ -1,0 +1,345 @@
+"""`--cloud vm` end to end: QEMU VMs boot the exact node cloud-init (host key, user, recipe, TTL).
+
+These boot real virtual machines (KVM when it works, else TCG: minutes per boot), so they share
+one image cache per session and boot as few VMs as the checks allow, all at once: one VM for
+the bootstrap checks, one 2-node cluster for the TTL, one 2-node `run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from components.spec import ClusterInfo
+from tests.integration.conftest import ROOT, cli_env, gpufleet
+from tests.integration.vmfixtures import (
+    image_cache,
+    qemu_pids,
+    requires_vm,
+    ssh,
+    ssh_argv,
+    wait_for,
+)
+
+pytestmark = [requires_vm, pytest.mark.timeout(5400)]
+STEPS = sorted(p.stem for p in (ROOT / "images/steps").glob("[0-9][0-9]-*.sh"))
+BOOT_S = 2400  # a TCG boot on a busy 2-core machine (5 VMs at once); KVM takes seconds
+TTL_NODE_ENV = {"node-1": {"GPUFLEET_GPUS": "1"}}
+CREATE = """
+import json, sys
+from components.spec import ClusterSpec
+from gpufleet import ops
+spec = ClusterSpec.from_input(json.loads(sys.argv[1]))
+ops.create(spec, lambda m: print(m, flush=True), node_env=json.loads(sys.argv[2]))
+"""
+
+
+def create_cmd(spec: dict, node_env: dict | None = None) -> list[str]:
+    return [sys.executable, "-c", CREATE, json.dumps(spec), json.dumps(node_env or {})]
+
+
+def run_cmd() -> list[str]:
+    return [
+        *(sys.executable, "-m", "gpufleet", "run", "--cloud", "vm", "--nodes", "2"),
+        *("--name", "vmrun", "--ttl", "2h", "--workdir", str(ROOT / "examples")),
+        *("--", "train_ddp.py", "--steps", "20", "--log-every", "5"),
+    ]
+
+
+def running_nodes(cluster_dir: Path) -> set[str]:
+    """Node names whose QEMU process is still running."""
+    out = subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True).stdout
+    return {
+        ln.split(f"{cluster_dir}/nodes/")[1].split("/")[0]
+        for ln in out.splitlines()
+        if "qemu-system" in ln and f"{cluster_dir}/nodes/" in ln
+    }
+
+
+@dataclass
+class Boot:
+    """One cluster being created by its own process (each has its own GPUFLEET_HOME)."""
+
+    home: Path
+    name: str
+    proc: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+    out: str = ""
+    seconds: float | None = None
+    gone: dict[str, float] = field(default_factory=dict)
+
+    def finish(self, timeout: float) -> subprocess.CompletedProcess:
+        out, _ = self.proc.communicate(timeout=timeout)
+        self.out, self.seconds = out, time.monotonic() - self.started
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, "")
+
+    def info(self) -> ClusterInfo:
+        return ClusterInfo.model_validate_json(
+            (self.home / "clusters" / self.name / "cluster.json").read_text()
+        )
+
+    def watch_power(self) -> dict[str, float]:
+        """Record, from now on, when each node's QEMU process exits (epoch seconds)."""
+        gone: dict[str, float] = {}
+
+        def loop() -> None:
+            cdir = self.home / "clusters" / self.name
+            while self.proc.poll() is None:  # still creating: no PIDs to watch yet
+                time.sleep(1)
+            if self.proc.returncode != 0:
+                return
+            names = [n.name for n in self.info().nodes]
+            while len(gone) < len(names) and cdir.exists():
+                alive = running_nodes(cdir)
+                for n in names:
+                    if n not in alive and n not in gone:
+                        gone[n] = time.time()
+                time.sleep(1)
+
+        threading.Thread(target=loop, daemon=True).start()
+        return gone
+
+    def stop(self) -> None:
+        """Whatever happened: stop the creating process, remove the cluster, check no QEMU left."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # `run`/`up` tear down what they made
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.communicate(timeout=120)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.communicate()
+        if (self.home / "clusters" / self.name).exists():
+            gpufleet(self.home, "down", self.name, timeout=300)
+        cdir = self.home / "clusters" / self.name
+        left = qemu_pids(self.home / "clusters")
+        for pid in left:  # only ours: their command lines name this test's folder
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"QEMU processes of {cdir} left running"
+
+
+@pytest.fixture(scope="module")
+def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
+    """Start every VM of this module at once; each test waits for the one it needs."""
+    made: dict[str, Boot] = {}
+
+    def start(key: str, name: str, argv: list[str]) -> None:
+        home = tmp_path_factory.mktemp(f"vm-{key}")
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cli_env(home),
+            cwd=ROOT,
+        )
+        made[key] = Boot(home, name, proc)
+
+    # One image for every VM test of the session and of later sessions (CI may cache it).
+    os.environ.setdefault("GPUFLEET_IMAGE_CACHE", str(image_cache()))
+    # The provisioner's own limit (1200 s) was too short for 5 TCG boots on a loaded 2-core box.
+    os.environ.setdefault("GPUFLEET_VM_BOOT_TIMEOUT", str(BOOT_S))
+    try:
+        # The image is built (or found) once, before the three clusters ask for it.
+        from gpufleet.provision.vmimage import ensure_image, python_share
+
+        ensure_image(print)
+        python_share(print)
+        start("run", "vmrun", run_cmd())
+        start("one", "vm1", create_cmd({"name": "vm1", "cloud": "vm", "nodes": 1,
+                                        "ttl_minutes": 120}))  # fmt: skip
+        start("ttl", "vmttl", create_cmd({"name": "vmttl", "cloud": "vm", "nodes": 2,
+                                          "ttl_minutes": 2}, TTL_NODE_ENV))  # fmt: skip
+        made["ttl"].gone = made["ttl"].watch_power()
+        yield made
+    finally:
+        errors = []
+        for boot in made.values():
+            try:
+                boot.stop()
+            except AssertionError as e:
+                errors.append(str(e))
+        assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def one_vm(boots) -> tuple[Path, ClusterInfo]:
+    boot = boots["one"]
+    r = boot.finish(BOOT_S)
+    assert r.returncode == 0, r.stdout[-3000:]
+    print(r.stdout)
+    return boot.home, boot.info()
+
+
+def ready(info: ClusterInfo, node: int = 0) -> dict | None:
+    r = ssh(info, node, "cat /var/lib/gpufleet/ready.json 2>/dev/null", timeout=300)
+    return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
+
+
+def test_ssh_accepts_the_pinned_host_key_and_refuses_a_wrong_pin(one_vm, tmp_path):
+    """The host key cloud-init installs is the one the provisioner pinned before first contact."""
+    _, info = one_vm
+    ok = ssh(info, 0, "id -un", timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == info.ssh_user
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True
+    )
+    pub = " ".join((tmp_path / "k.pub").read_text().split()[:2])
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text(f"[127.0.0.1]:{info.head.ssh_port} {pub}\n")
+    r = subprocess.run(
+        ssh_argv(info, 0, str(wrong), "true"), capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 255
+    assert "Host key verification failed" in r.stderr
+
+
+def test_recipe_takes_its_gpu_less_branches_and_a_reboot_reruns_it_idempotently(one_vm):
+    """ready.json lists every step with its time; on the next boot every step exits early."""
+    _, info = one_vm
+    first = wait_for(lambda: ready(info), BOOT_S, every=5, what="ready.json after the first boot")
+    assert [s["step"] for s in first["steps"]] == [s for s in STEPS if s != "90-ready"]
+    results = {s["step"]: s["result"] for s in first["steps"]}
+    assert results["00-base"] == "satisfied"  # the image has the base packages: no download
+    for gpu_step in ("10-driver", "20-fabricmanager", "30-container", "35-nccl-dcgm"):
+        assert results[gpu_step] == "skipped"
+    assert set(results.values()) <= {"ok", "satisfied", "skipped"}
+    assert all(isinstance(s["seconds"], float) for s in first["steps"])
+    log = ssh(info, 0, "cat /var/log/gpufleet/recipe.log", timeout=300).stdout
+    assert "10-driver: skipped: no GPUs on this node" in log
+
+    boot_id = ssh(info, 0, "cat /proc/sys/kernel/random/boot_id", timeout=300).stdout.strip()
+    assert boot_id
+    ssh(info, 0, "sudo systemctl reboot", timeout=300)
+
+    def rebooted() -> dict | None:
+        r = ssh(info, 0, "cat /proc/sys/kernel/random/boot_id", timeout=300)
+        new = r.returncode == 0 and r.stdout.strip() not in ("", boot_id)
+        return ready(info) if new else None
+
+    second = wait_for(rebooted, BOOT_S, every=10, what="ready.json after the reboot")
+    assert [s["step"] for s in second["steps"]] == [s["step"] for s in first["steps"]]
+    assert {s["result"] for s in second["steps"]} <= {"satisfied", "skipped"}
+    print(f"recipe seconds: first boot {first['seconds']}, after reboot {second['seconds']}")
+    print(json.dumps(second["steps"]))
+
+
+def test_health_passes_with_no_gpus_expected_and_exec_reaches_the_node(one_vm):
+    home, info = one_vm
+    r = gpufleet(home, "health", info.name, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no GPUs expected" in r.stdout + r.stderr
+    r = gpufleet(home, "exec", info.name, "--", "cat /etc/gpufleet/env", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "[node-0] GPUFLEET_CLOUD=vm" in r.stdout
+
+
+def test_private_segment_address_is_real_and_outside_addresses_are_not(one_vm):
+    """restrict=on: nothing leaves this machine, so a download the recipe would make fails."""
+    _, info = one_vm
+    r = ssh(info, 0, "ip -4 -o addr show dev eth1", timeout=300)
+    assert f"inet {info.head.private_ip}/24" in r.stdout, r.stdout + r.stderr
+    r = ssh(info, 0, "curl -sS -m 20 -o /dev/null http://1.1.1.1/; echo rc=$?", timeout=300)
+    assert "rc=" in r.stdout and "rc=0" not in r.stdout, r.stdout
+
+
+def test_status_and_down_stop_exactly_the_clusters_qemu_processes(one_vm, boots):
+    """Runs after the other one_vm tests (file order): down removes the VM and its overlay."""
+    home, info = one_vm
+    r = gpufleet(home, "status", info.name, "--json")
+    assert json.loads(r.stdout)["nodes"][0]["state"] == "running"
+    others = running_nodes(boots["ttl"].home / "clusters" / "vmttl")
+    r = gpufleet(home, "down", info.name, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not qemu_pids(home / "clusters")
+    assert not list(home.glob("clusters/*/nodes/*/disk.qcow2"))
+    # Another cluster's VMs are untouched.
+    assert running_nodes(boots["ttl"].home / "clusters" / "vmttl") >= others
+
+
+@pytest.fixture(scope="module")
+def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
+    """Two VMs with a 2-minute TTL; node-1's recipe fails at its first download (10-driver).
+
+    GPUFLEET_GPUS=1 in node-1's env sends 10-driver to NVIDIA's repository, which a guest
+    without egress cannot reach: the step fails, and the recipe stops before 60-ttl.
+    """
+    boot = boots["ttl"]
+    r = boot.finish(BOOT_S)
+    assert r.returncode == 0, r.stdout[-3000:]
+    print(r.stdout)
+    info = boot.info()
+    gone = boot.gone
+
+    def poll() -> bool:
+        if len(gone) == len(info.nodes):
+            return True
+        # A node that armed its timer is gone soon after expiry; give the other the same boot.
+        return bool(gone) and time.time() - min(gone.values()) > 480
+
+    wait_for(poll, max(0.0, info.expires_at - time.time()) + BOOT_S, every=1, what="power-off")
+    return boot.home, info, gone
+
+
+def test_ttl_powers_the_vm_off_not_before_expiry(ttl_cluster):
+    home, info, gone = ttl_cluster
+    assert "node-0" in gone, "node-0 did not power off"
+    assert gone["node-0"] >= info.expires_at - 1  # never early (1 s: clock granularity)
+    print(f"node-0 off {gone['node-0'] - info.expires_at:+.0f}s after its expiry (TTL 120s)")
+    r = gpufleet(home, "status", info.name, "--json")
+    rows = {n["node"]: n["state"] for n in json.loads(r.stdout)["nodes"]}
+    assert rows["node-0"] == "gone"
+
+
+def ttl_armed_by_cloud_init() -> bool:
+    """Whether the node's cloud-init itself enables the expiry timer (not only the recipe)."""
+    import yaml
+
+    from components.bootstrap import placeholder_context, render_cloud_init
+    from components.spec import ClusterSpec
+
+    spec = ClusterSpec.from_input({"name": "x", "cloud": "vm", "nodes": 1, "ttl_minutes": 2})
+    doc = yaml.safe_load(render_cloud_init(placeholder_context(spec, 0, 2_000_000_000.0)))
+    return any("gpufleet-ttl.timer" in " ".join(map(str, c)) for c in doc.get("runcmd", []))
+
+
+@pytest.mark.xfail(
+    not ttl_armed_by_cloud_init(),
+    reason="the TTL is armed by recipe step 60 only: a node whose step 10 fails never expires "
+    "(issue 7 item 1 arms it from cloud-init)",
+    strict=True,
+)
+def test_ttl_fires_even_when_a_recipe_step_fails_before_the_ttl_step(ttl_cluster):
+    home, info, gone = ttl_cluster
+    console = (home / "clusters" / info.name / "nodes/node-1/console.log").read_text(
+        errors="replace"
+    )
+    assert "Failed to start" in console and "gpufleet node recipe" in console
+    assert "node-1" in gone, "node-1 (failed recipe step) did not power off after its TTL"
+    assert gone["node-1"] >= info.expires_at - 1
+    print(f"node-1 off {gone['node-1'] - info.expires_at:+.0f}s after its expiry (TTL 120s)")
+
+
+def test_two_vm_run_trains_over_the_private_segment_and_removes_the_vms(boots):
+    boot = boots["run"]
+    r = boot.finish(2 * BOOT_S)
+    print(f"2-node run wall time: {boot.seconds:.0f}s")
+    print(r.stdout[-4000:])
+    assert r.returncode == 0, r.stdout[-4000:]
+    done = [ln for ln in r.stdout.splitlines() if ln.startswith("[node-0] done ")]
+    assert done and "world_size=2" in done[0]
+    assert "[node-1] rank 1: parameters match rank 0" in r.stdout
+    assert not qemu_pids(boot.home / "clusters")
+    assert json.loads(gpufleet(boot.home, "list", "--json").stdout) == []
