@@ -17,7 +17,7 @@ class BootstrapContext:
     cloud: str
     instance_type: str
     node_index: int
-    node_count: int
+    node_count: int  # only one node vs several shows (NCCL_NET): growing 2 -> N changes nothing
     ssh_user: str
     user_public_key: str
     host_private_key: str
@@ -77,7 +77,6 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_CLOUD": ctx.cloud,
         "GPUFLEET_NODE": f"node-{ctx.node_index}",
         "GPUFLEET_NODE_INDEX": str(ctx.node_index),
-        "GPUFLEET_NUM_NODES": str(ctx.node_count),
         "GPUFLEET_INSTANCE_TYPE": ctx.instance_type,
         "GPUFLEET_GPUS": str(gpus),
         "GPUFLEET_NVSWITCH": "1" if nvswitch else "0",
@@ -109,10 +108,10 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     """The #cloud-config text node `ctx.node_index` boots with."""
     import shlex
 
-    from components.fabric import nccl_env
+    from components.fabric import instance_nccl_env
 
     env = node_env(ctx)
-    nccl = nccl_env(ctx.fabric, ctx.node_count)
+    nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric, ctx.node_count)
     nccl.update(type_nccl_env(ctx))
     return _template().render(
         cluster=ctx.cluster,
@@ -127,6 +126,10 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
+        expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
+        # GCP (GPUFLEET_TTL_ACTION=none): GCE deletes the VM at terminationTime; no guest timer.
+        if ctx.expires_at and env.get("GPUFLEET_TTL_ACTION") != "none"
+        else "",
         guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
 

@@ -43,6 +43,7 @@ class InstanceType:
     ram_gib: float
     fabric: str = "none"
     efa_interfaces: int = 0
+    efa_rdma: bool = False  # EFA with RDMA read (GPUDirect RDMA): p4d, p4de, p5, p5e, p5en
     extra_nics: int = 0
     local_ssds: int = 0  # bundled 375 GB local NVMe SSDs the cloud attaches (GCP A2 Ultra, A3)
     nccl_topo_file: str | None = None  # the image's NCCL topology file for this size (Azure ND)
@@ -51,6 +52,10 @@ class InstanceType:
     price_region: str | None = None
     price_date: str | None = None
     price_source: str | None = None
+    # Spot/preemptible $/h in price_region (it moves daily): where a dated source gives one.
+    spot_price_per_hour: float | None = None
+    spot_price_date: str | None = None
+    spot_price_source: str | None = None
     allreduce_busbw_gbps: float | None = None
     machine_type: str | None = None  # the VM's machine type when it differs from `name` (GCP N1)
     accelerator: str | None = None  # GPU attached to that machine type (GCP N1)
@@ -113,11 +118,22 @@ class _Entry:
         nics = self.number("extra_nics", int, strict=False)
         if fabric in ("tcpx", "tcpxo") and nics == 0:
             raise self.fail("extra_nics", f"must be > 0 for fabric {fabric} (the GPU NICs)")
+        if not isinstance(e.get("efa_rdma", False), bool):
+            raise self.fail("efa_rdma", "must be true or false")
+        if e.get("efa_rdma") and fabric != "efa":
+            raise self.fail(
+                "efa_rdma", f"is true with fabric {fabric!r}: RDMA read is an EFA trait"
+            )
         self.number("local_ssds", int, strict=False)
         if not isinstance(e.get("nvswitch", False), bool):
             raise self.fail("nvswitch", "must be true or false")
         if not _DATE_RE.match(str(e["price_date"])):
             raise self.fail("price_date", f"{e['price_date']!r} is not YYYY, YYYY-MM or YYYY-MM-DD")
+        if e.get("spot_price_per_hour") is not None:
+            self.number("spot_price_per_hour", float)
+            for key in ("spot_price_date", "spot_price_source"):
+                if not e.get(key):
+                    raise self.fail(key, "is required with spot_price_per_hour (spot moves daily)")
         if e.get("allreduce_busbw_gbps") is not None:
             self.number("allreduce_busbw_gbps", float)
         if bool(e.get("machine_type")) != bool(e.get("accelerator")):
@@ -128,6 +144,8 @@ class _Entry:
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
             raise self.fail("notes", "must be a list of strings")
         values = dict(e, price_date=str(e["price_date"]), notes=list(notes))
+        if e.get("spot_price_date") is not None:
+            values["spot_price_date"] = str(e["spot_price_date"])
         return InstanceType(cloud=self.cloud, name=self.name, **values)
 
 

@@ -11,8 +11,10 @@ FABRICS: tuple[str, ...] = ("efa", "infiniband", "tcpx", "tcpxo", "none")
 _NCCL_ENV: dict[str, dict[str, str]] = {
     "efa": {
         "FI_PROVIDER": "efa",
-        "FI_EFA_USE_DEVICE_RDMA": "1",
         "FI_EFA_FORK_SAFE": "1",
+        # Huge-page buffers can exhaust the huge page pool and break fork() in data loader
+        # workers (fi_efa(7)); FORK_SAFE=1 implies it, but a job may drop FORK_SAFE.
+        "FI_EFA_USE_HUGE_PAGE": "0",
         "NCCL_SOCKET_IFNAME": "^docker,lo,veth",
         "NCCL_DEBUG": "WARN",
     },
@@ -80,10 +82,12 @@ def library_paths(fabric: str) -> list[str]:
 _MULTI_NODE_ONLY = ("NCCL_NET",)
 
 
-def nccl_env(fabric: str, nodes: int | None = None) -> dict[str, str]:
+def nccl_env(fabric: str, nodes: int | None = None, *, efa_rdma: bool = False) -> dict[str, str]:
     """The NCCL/libfabric variables a rank needs on this fabric (a fresh copy; none for `none`).
 
     `nodes`: the cluster's node count, when known; a one-node cluster gets no net plugin.
+    `efa_rdma`: the instance type's EFA does RDMA read (catalog field `efa_rdma`). Only then is
+    FI_EFA_USE_DEVICE_RDMA=1 set: libfabric aborts when it is asked for on a device without it.
     """
     if fabric not in _NCCL_ENV:
         raise ValueError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
@@ -91,4 +95,20 @@ def nccl_env(fabric: str, nodes: int | None = None) -> dict[str, str]:
     if nodes == 1:
         for k in _MULTI_NODE_ONLY:
             env.pop(k, None)
+    if fabric == "efa" and efa_rdma:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     return env
+
+
+def instance_nccl_env(
+    cloud: str, instance_type: str | None, fabric: str, nodes: int | None = None
+) -> dict[str, str]:
+    """nccl_env for a cluster of `instance_type` (its RDMA support read from the catalog)."""
+    from components.catalog import lookup
+    from components.errors import CatalogError
+
+    try:
+        rdma = bool(instance_type) and lookup(cloud, instance_type or "").efa_rdma
+    except CatalogError:
+        rdma = False
+    return nccl_env(fabric, nodes, efa_rdma=rdma)

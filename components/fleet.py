@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pulumi
@@ -13,13 +12,21 @@ from components.keys import cluster_keys
 from components.spec import ClusterSpec
 
 
-def fleet_tags(spec: ClusterSpec, expires_at: int) -> dict[str, str]:
-    """Tags/labels for every taggable resource: valid as AWS tags, GCP labels and Azure tags."""
-    tags = {k: v for k, v in spec.tags.items()}
+def fleet_tags(spec: ClusterSpec, expires_at: pulumi.Input[int]) -> dict[str, Any]:
+    """Tags/labels for every taggable resource: valid as AWS tags, GCP labels and Azure tags.
+
+    The expiry is a plain string when known now, an Output when the stack's state holds it.
+    """
+    expires: Any = (
+        str(int(expires_at))
+        if isinstance(expires_at, (int, float))
+        else pulumi.Output.from_input(expires_at).apply(lambda v: str(int(v)))
+    )
+    tags: dict[str, Any] = {k: v for k, v in spec.tags.items()}
     tags.update(
         {
             "gpufleet-cluster": spec.name,
-            "gpufleet-expires": str(int(expires_at)),  # epoch seconds: a sweeper compares numbers
+            "gpufleet-expires": expires,  # epoch seconds: a sweeper compares numbers
             "managed-by": "gpufleet",
         }
     )
@@ -32,10 +39,10 @@ def node_user_data(
     keys: Any,
     index: int,
     node_count: int,
-    expires_at: int | None,
+    expires_at: pulumi.Input[int] | None,
     extra: dict[str, pulumi.Input[str]] | None = None,
 ) -> pulumi.Output[str]:
-    """One node's cloud-init, once its keys (and any deploy-time `extra` env) are known."""
+    """One node's cloud-init, once its keys, expiry (and deploy-time `extra` env) are known."""
     host = keys.hosts[index]
     extra = extra or {}
     names = list(extra)
@@ -43,6 +50,7 @@ def node_user_data(
         keys.user.public_key_openssh,
         host.private_key_openssh,
         host.public_key_openssh,
+        expires_at,
         *[extra[k] for k in names],
     ).apply(
         lambda v: render_cloud_init(
@@ -57,8 +65,8 @@ def node_user_data(
                 host_private_key=v[1],
                 host_public_key=v[2],
                 fabric=spec.fabric,
-                expires_at=expires_at,
-                extra=dict(zip(names, v[3:], strict=True)),
+                expires_at=v[3],
+                extra=dict(zip(names, v[4:], strict=True)),
             )
         )
     )
@@ -79,10 +87,18 @@ class GpufleetComponent(pulumi.ComponentResource):
     ):
         super().__init__(f"gpufleet:{self.cloud}:GpuFleet", name, None, opts)
         self.spec = spec
-        if expires_at is None:
-            expires_at = int(spec.expiry() or time.time())
-        self.expires_at = int(expires_at)
-        self.tags = fleet_tags(spec, self.expires_at)
+        fixed = expires_at if expires_at is not None else spec.expires_at
+        if fixed is not None:
+            self.expires_at: pulumi.Output[int] = pulumi.Output.from_input(int(fixed))
+            self.tags = fleet_tags(spec, int(fixed))
+        else:
+            # Never the clock of this program run: a re-apply would change every node's user
+            # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
+            from components.expiry import Expiry
+
+            expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
+            self.expires_at = expiry.expires_at
+            self.tags = fleet_tags(spec, self.expires_at)
         self.ssh_user = spec.effective_ssh_user or "gpufleet"
         self.keys = cluster_keys(name, spec.nodes, self)
 

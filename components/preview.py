@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,15 @@ class Plan:
         return found[0]
 
 
+def stable_number(name: str) -> int:
+    """A number per resource name for fake ids and addresses: node K's are K, others a hash.
+
+    Not the registration order, which varies between runs: two plans must be identical.
+    """
+    m = re.search(r"-node-(\d+)", name)
+    return int(m.group(1)) if m else zlib.crc32(name.encode()) % 1000
+
+
 def fake_public_key(seed: str) -> str:
     return "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA" + hashlib.sha256(seed.encode()).hexdigest()[:40]
 
@@ -55,13 +66,16 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.plan = Plan()
-        self.count = 0
         self.clouds = _cloud_mocks()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.count += 1
-        self.plan.resources.append(PlannedResource(args.typ, args.name, dict(args.inputs)))
+        from components.expiry import fake_outputs as expiry_outputs
+
+        # A dynamic resource's `__provider` is its pickled code, not something a cloud receives.
+        inputs = {k: v for k, v in dict(args.inputs).items() if k != "__provider"}
+        self.plan.resources.append(PlannedResource(args.typ, args.name, inputs))
         outputs = dict(args.inputs)
+        outputs.update(expiry_outputs(args.typ, inputs) or {})
         if args.typ == "tls:index/privateKey:PrivateKey":
             outputs["public_key_openssh"] = fake_public_key(args.name) + "\n"
             outputs["private_key_openssh"] = (
@@ -70,7 +84,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 + "\n-----END OPENSSH PRIVATE KEY-----\n"
             )
         for m in self.clouds:
-            extra = m.fake_outputs(args.typ, args.name, args.inputs, self.count)
+            extra = m.fake_outputs(args.typ, args.name, args.inputs, stable_number(args.name))
             if extra:
                 outputs.update(extra)
         return [f"{args.name}-id", outputs]

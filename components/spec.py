@@ -17,6 +17,11 @@ CLOUDS: tuple[str, ...] = ("local", "vm", "ssh", "aws", "gcp", "azure")
 PULUMI_CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
+# An EC2 capacity reservation id (ODCR or Capacity Block); a GCE reservation name (RFC 1035).
+RESERVATION_RE = {
+    "aws": re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$"),
+    "gcp": re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
+}
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "vm": "gpufleet"}
 # azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
@@ -36,6 +41,18 @@ class ClusterSpec(BaseModel):
     gpus_per_node: int | None = Field(None, description="derived from the catalog when omitted")
     region: str | None = None
     zone: str | None = None
+    zones: list[str] = Field(
+        default_factory=list,
+        description="zones to try in order when one has no capacity (`zone` is a list of one)",
+    )
+    reservation: str | None = Field(
+        None, description="capacity to launch into: AWS cr-... id, or a GCP reservation name"
+    )
+    expires_at: int | None = Field(
+        None,
+        description="epoch seconds the nodes remove themselves at; fixed once per cluster "
+        "(by the CLI's state, or by the stack's first apply when absent)",
+    )
     image: str | None = Field(None, description="image id/name; default: the cloud's GPU image")
     spot: bool = False
     ttl_minutes: int = Field(240, description="node-side expiry; 0 disables it (local/ssh only)")
@@ -77,6 +94,13 @@ class ClusterSpec(BaseModel):
             raise SpecError("ttl_minutes", f"must not be negative, got {v}", "pass --ttl 4h, say")
         return v
 
+    @field_validator("expires_at")
+    @classmethod
+    def _expires_at(cls, v: int | None) -> int | None:
+        if v is not None and v <= 0:
+            raise SpecError("expires_at", f"must be epoch seconds, got {v}", "leave it unset")
+        return v
+
     @field_validator("disk_gb")
     @classmethod
     def _disk(cls, v: int) -> int:
@@ -96,6 +120,14 @@ class ClusterSpec(BaseModel):
                     "ssh_cidrs", f"{c!r} is not a CIDR", "write it like 203.0.113.7/32"
                 ) from None
         return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_zone(cls, data: Any) -> Any:
+        # Every component reads `zone`: the first of `zones` is the one an apply uses.
+        if isinstance(data, dict) and data.get("zones") and not data.get("zone"):
+            data = {**data, "zone": data["zones"][0]}
+        return data
 
     @model_validator(mode="after")
     def _by_cloud(self) -> ClusterSpec:
@@ -158,10 +190,42 @@ class ClusterSpec(BaseModel):
             )
         if self.cloud == "aws" and self.subnet_id and not self.vpc_id:
             raise SpecError("vpc_id", "subnet_id given without vpc_id", "pass both, or neither")
+        if self.zone and self.zones and self.zones[0] != self.zone:
+            raise SpecError(
+                "zones", f"starts with {self.zones[0]}, not zone {self.zone}", "give one of them"
+            )
+        if self.reservation:
+            self._check_reservation()
         from components.registry import spec_rules
 
         spec_rules(self)  # zones, labels, placement caps: each cloud's own rules
         return self
+
+    def _check_reservation(self) -> None:
+        pattern = RESERVATION_RE.get(self.cloud)
+        if pattern is None:
+            raise SpecError(
+                "reservation",
+                f"capacity reservations are not supported on {self.cloud}",
+                "drop reservation (aws: cr-... id; gcp: reservation name)",
+            )
+        if not pattern.match(self.reservation or ""):
+            example = "cr-0123456789abcdef0" if self.cloud == "aws" else "my-a3-reservation"
+            raise SpecError(
+                "reservation",
+                f"{self.reservation!r} is not a {self.cloud} reservation",
+                f"give it like {example}",
+            )
+        if self.spot:
+            raise SpecError(
+                "spot", "a reservation holds on-demand capacity", "drop spot, or the reservation"
+            )
+        if len(self.zone_choices) != 1:
+            raise SpecError(
+                "zone",
+                "a reservation lives in one zone and nodes can only use it there",
+                "set zone to the reservation's zone (and no other zones)",
+            )
 
     @classmethod
     def from_input(cls, data: dict[str, Any]) -> ClusterSpec:
@@ -205,6 +269,11 @@ class ClusterSpec(BaseModel):
     @property
     def effective_region(self) -> str | None:
         return self.region or DEFAULT_REGION.get(self.cloud)
+
+    @property
+    def zone_choices(self) -> list[str]:
+        """The zones to try, in order; empty: the cloud's first zone that offers the type."""
+        return list(self.zones) or ([self.zone] if self.zone else [])
 
     @property
     def effective_ssh_user(self) -> str | None:

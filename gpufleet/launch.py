@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.fabric import library_paths, nccl_env
+from components.fabric import instance_nccl_env, library_paths
 from components.spec import ClusterInfo
 from gpufleet import hostfile, sshconfig
 
@@ -41,7 +41,7 @@ def run_dir(opts: LaunchOptions) -> str:
 
 def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
     """What every process on node `node_index` gets (the fabric's NCCL settings included)."""
-    env = nccl_env(info.fabric, len(info.nodes))
+    env = instance_nccl_env(info.cloud, info.instance_type, info.fabric, len(info.nodes))
     env.update(info.env)
     env.update(hostfile.env_vars(info, opts.nproc_per_node))
     env.update(

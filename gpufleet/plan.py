@@ -10,6 +10,19 @@ SECRET_OUTPUTS = ("ssh_private_key",)
 BLOB_INPUTS = ("userData", "user_data", "customData", "custom_data", "metadata", "publicKey")
 
 
+def canonical(value: Any) -> Any:
+    """Mappings with sorted keys, all the way down (lists keep their order: NIC order matters).
+
+    Pulumi registers resources on several threads and inputs arrive in any key order: the plan
+    document must not depend on either, so two plans of one stack are byte-identical.
+    """
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
+
+
 def _summary(inputs: dict[str, Any]) -> str:
     parts = []
     for k, v in inputs.items():
@@ -18,6 +31,30 @@ def _summary(inputs: dict[str, Any]) -> str:
         text = v if isinstance(v, str) else repr(v)
         parts.append(f"{k}={text[:60]}{'…' if len(text) > 60 else ''}")
     return ", ".join(parts)
+
+
+def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
+    """$/hour of the fleet at the rate it will be billed: spot where the catalog has a spot
+    price; otherwise on-demand, said so (for spot, an upper bound rather than an estimate)."""
+    if spot and it.spot_price_per_hour:
+        basis, per_node, date = "spot", it.spot_price_per_hour, it.spot_price_date
+        note = f"spot price of {date} ({it.spot_price_source}); it changes daily"
+    else:
+        basis, per_node, date = "on-demand", it.price_per_hour, it.price_date
+        note = (
+            "no spot price in the catalog: on-demand shown, an upper bound for spot"
+            if spot
+            else "on-demand"
+        )
+    return {
+        "price_per_node_hour": per_node,
+        "price_basis": basis,
+        "price_note": note,
+        "price_region": it.price_region,
+        "price_date": date,
+        "on_demand_per_node_hour": it.price_per_hour,
+        "estimated_usd_per_hour": round(nodes * per_node, 3) if per_node else None,
+    }
 
 
 def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
@@ -42,15 +79,21 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
         "gpus": spec.nodes * it.gpus,
         "fabric": it.fabric,
         "spot": spec.spot,
-        "price_per_node_hour": it.price_per_hour,
-        "price_region": it.price_region,
-        "price_date": it.price_date,
-        "estimated_usd_per_hour": (
-            round(spec.nodes * it.price_per_hour, 3) if it.price_per_hour else None
+        # Under mocks the first apply has not happened: outputs.expires_at counts from epoch 0.
+        "expiry": (
+            f"{spec.ttl_minutes} min after the first apply, then fixed (stack state)"
+            if spec.expires_at is None
+            else spec.expires_at
         ),
+        **price_estimate(it, spec.nodes, spec.spot),
         "resources": [
-            {"type": r.type, "name": r.name, "summary": _summary(r.inputs), "inputs": r.inputs}
-            for r in plan.resources
+            {
+                "type": r.type,
+                "name": r.name,
+                "summary": _summary(canonical(r.inputs)),
+                "inputs": canonical(r.inputs),
+            }
+            for r in sorted(plan.resources, key=lambda r: (r.type, r.name))
         ],
-        "outputs": outputs,
+        "outputs": canonical(outputs),
     }

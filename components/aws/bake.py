@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.fleet import ROOT_DEVICE, encode_user_data, image_id
+from components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
 from components.aws.network import aws_region, build_network
 from components.bake import ImageBakeComponent
 
@@ -25,7 +25,7 @@ class ImageBake(ImageBakeComponent):
         net = build_network(name, spec, tags, child, aws_region(spec), builder_type)
         builder = aws.ec2.Instance(
             f"{name}-builder",
-            ami=image_id(spec.image),
+            ami=resolved_image_id(spec.image),  # an AMI id: see resolved_image_id
             instance_type=builder_type,
             subnet_id=net.subnet_id,
             vpc_security_group_ids=[net.security_group.id, net.ssh_group.id],

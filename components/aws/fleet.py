@@ -41,6 +41,19 @@ def image_id(image: str | None) -> str:
     )
 
 
+def resolved_image_id(image: str | None) -> pulumi.Output[str]:
+    """An AMI id read now, for `aws.ec2.Instance` (which cannot take `resolve:ssm:`).
+
+    The provider describes the image of an instance with a root_block_device and fails with
+    InvalidAMIID.Malformed on a `resolve:ssm:` value, or plans a replacement on every run
+    (terraform-provider-aws issues 43488 and 22912); a launch template resolves it at launch.
+    """
+    ref = image_id(image)
+    if ref.startswith("resolve:ssm:"):
+        return aws.ssm.get_parameter_output(name=ref[len("resolve:ssm:") :]).value
+    return pulumi.Output.from_input(ref)
+
+
 def encode_user_data(text: str) -> str:
     """Cloud-init text as EC2 takes it: gzip (cloud-init inflates it), then base64.
 
@@ -59,19 +72,23 @@ def encode_user_data(text: str) -> str:
 def network_interfaces(
     efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any = None, public: bool = True
 ) -> list[Any]:
-    """One interface per network card: EFA on cards 0..N-1 when the type has EFA, else one ENA.
+    """One interface per network card: the primary (card 0, device 0) carries the node's one
+    address, as EFA when the type has EFA; every other card gets an EFA-only interface.
 
-    Card 0 holds the primary (device 0); the others use device 1, the layout AWS documented
-    for multi-card EFA types and tools such as dstack use (facts §1.2). Only a `public` node
-    (the head, unless spec.public_workers) gets a public IPv4 and the SSH-from-outside group
-    `ssh_sg_id`, on its primary interface; the others are reached through it.
+    EFA-only interfaces have no IP address, so a p5 takes one subnet address instead of 32, and
+    the instance gets no 32 same-subnet IP interfaces (EC2 user guide, efa-acc-inst-types.md:
+    "use the next unused network card index, device index 0, for EFA-only network interface";
+    ParallelCluster 3.15 launches its compute nodes with one IP interface, the rest EFA-only).
+    Only a `public` node (the head, unless spec.public_workers) gets a public IPv4 and the
+    SSH-from-outside group `ssh_sg_id`, on its primary interface; the others are reached
+    through it.
     """
-    single = efa_interfaces <= 1
 
     def nic(card: int, **kw: Any) -> Any:
         groups = [sg_id, ssh_sg_id] if card == 0 and public and ssh_sg_id is not None else [sg_id]
         return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
+            device_index=0,
             subnet_id=subnet_id,
             security_groups=groups,
             delete_on_termination="true",  # typed str in the provider (facts §0.3)
@@ -80,18 +97,24 @@ def network_interfaces(
 
     # "false", not absent: absent falls back to the subnet's MapPublicIpOnLaunch.
     public_ip = "true" if public else "false"
-    if efa_interfaces == 0:
-        return [nic(0, device_index=0, associate_public_ip_address=public_ip)]
-    return [
-        nic(
-            card,
-            device_index=0 if card == 0 else 1,
-            interface_type="efa",
-            # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
-            associate_public_ip_address=public_ip if single else None,
+    primary = nic(
+        0,
+        interface_type="efa" if efa_interfaces else None,  # None: a plain ENA
+        # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
+        associate_public_ip_address=public_ip if efa_interfaces <= 1 else None,
+    )
+    return [primary] + [nic(card, interface_type="efa-only") for card in range(1, efa_interfaces)]
+
+
+def reservation_target(reservation: str | None) -> Any:
+    """Launch into this capacity reservation (and fail rather than fall back to on-demand)."""
+    if not reservation:
+        return None
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=reservation
         )
-        for card in range(efa_interfaces)
-    ]
+    )
 
 
 class GpuFleet(GpufleetComponent):
@@ -111,9 +134,11 @@ class GpuFleet(GpufleetComponent):
         region = aws_region(spec)
         net = build_network(name, spec, tags, child, region)
 
-        placement = aws.ec2.PlacementGroup(
-            f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
-        )
+        placement = None
+        if not spec.reservation:
+            placement = aws.ec2.PlacementGroup(
+                f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
+            )
         ami = image_id(spec.image)
         market = None
         if spec.spot:
@@ -136,7 +161,13 @@ class GpuFleet(GpufleetComponent):
                 image_id=ami,
                 instance_type=it.name,
                 network_interfaces=nics,
-                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name),
+                # With a reservation its capacity decides placement: EC2 matches a reservation
+                # on type, zone and placement group (capacity-reservations-launch.md); create it
+                # in a cluster placement group to keep the nodes close.
+                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name)
+                if placement
+                else None,
+                capacity_reservation_specification=reservation_target(spec.reservation),
                 metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                     http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
                 ),

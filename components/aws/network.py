@@ -10,12 +10,29 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import SpecError
+from components.spec import MAX_NODES
 
 VPC_CIDR = "10.42.0.0/16"
-# One /20: EFA traffic cannot cross subnets, and every "efa" interface takes an address
-# (p5: 32 per node), so 4091 usable addresses leave room for ~120 p5 nodes.
-SUBNET_CIDR = "10.42.0.0/20"
-# The NAT gateway's own public subnet (the fleet's subnet routes the internet through it).
+# EC2 keeps the first four and the last address of every subnet (VPC user guide, "Subnet CIDR
+# blocks").
+SUBNET_RESERVED = 5
+# Addresses one node takes in the subnet: its primary interface only, since the other network
+# cards carry EFA-only interfaces, which have no IP address (EC2 user guide, create-efa.md).
+ADDRESSES_PER_NODE = 1
+
+
+def subnet_cidr(nodes: int, per_node: int = ADDRESSES_PER_NODE, vpc: str = VPC_CIDR) -> str:
+    """The smallest subnet of the VPC that holds `nodes` nodes (EFA cannot cross subnets)."""
+    need = nodes * per_node + SUBNET_RESERVED
+    net = ipaddress.ip_network(vpc)
+    prefix = max(net.prefixlen, min(28, 32 - (need - 1).bit_length()))
+    if net.prefixlen == prefix and net.num_addresses < need:
+        raise SpecError("nodes", f"{nodes} nodes do not fit in {vpc}", "use fewer nodes")
+    return str(next(net.subnets(new_prefix=prefix)))
+
+
+# The NAT gateway's own public subnet (the fleet's subnet routes the internet through it); it
+# lies past the fleet subnet (at most a /22 from 10.42.0.0).
 NAT_SUBNET_CIDR = "10.42.16.0/28"
 
 
@@ -157,7 +174,9 @@ def build_network(
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
             vpc_id=vpc.id,
-            cidr_block=SUBNET_CIDR,
+            # Sized for the largest cluster the spec allows: a re-apply with more nodes must not
+            # need a new subnet (which would replace every node).
+            cidr_block=subnet_cidr(MAX_NODES["aws"]),
             availability_zone=availability_zone(spec, instance_type or spec.instance_type, region),
             tags={**tags, "Name": f"{name}-subnet"},
             # A looked-up zone is chosen once: a later offering elsewhere must not move the fleet.

@@ -41,8 +41,31 @@ def scheduling(spec: Any, expires_at: float) -> Any:
         args.update(provisioning_model="SPOT", preemptible=True)
     else:
         args.update(provisioning_model="STANDARD")
-    args.update(instance_termination_action="DELETE", termination_time=termination_time(expires_at))
+    # expires_at is an Output when the stack's state holds it (components/expiry.py).
+    when = pulumi.Output.from_input(expires_at).apply(termination_time)
+    args.update(instance_termination_action="DELETE", termination_time=when)
     return gcp.compute.InstanceSchedulingArgs(**args)
+
+
+def fleet_labels(tags: dict[str, Any]) -> dict[str, Any]:
+    """labels() of the plain tags, plus the expiry as is (an Output of digits: a valid value)."""
+    out: dict[str, Any] = labels(
+        {k: v for k, v in tags.items() if not isinstance(v, pulumi.Output)}
+    )
+    out.update({k: v for k, v in tags.items() if isinstance(v, pulumi.Output)})
+    return out
+
+
+def reservation_affinity(name: str | None) -> Any:
+    """Consume this specific reservation (compute/docs/instances/reservations-consume)."""
+    if not name:
+        return None
+    return gcp.compute.InstanceReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+            key="compute.googleapis.com/reservation-name", values=[name]
+        ),
+    )
 
 
 class GpuFleet(GpufleetComponent):
@@ -54,7 +77,7 @@ class GpuFleet(GpufleetComponent):
         it = lookup("gcp", spec.instance_type)
         child = self.child()
         zone, region = zone_and_region(spec)
-        node_labels = labels(self.tags)
+        node_labels = fleet_labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
         if not spec.public_workers and spec.nodes > 1 and not spec.vpc_id:
             worker_nat(name, nets.network, region, child)
@@ -120,6 +143,7 @@ class GpuFleet(GpufleetComponent):
                 labels=node_labels,
                 tags=[name, ssh_tag(name)] if public else [name],
                 allow_stopping_for_update=True,
+                reservation_affinity=reservation_affinity(spec.reservation),
                 opts=child,
             )
             vms.append(vm)

@@ -53,10 +53,14 @@ def plan(
 def _cost(doc: dict) -> str:
     if doc["estimated_usd_per_hour"] is None:
         return "no on-demand price in the catalog"
-    return (
-        f"about ${doc['estimated_usd_per_hour']:.2f}/hour on demand "
+    basis = "on demand" if doc.get("price_basis", "on-demand") == "on-demand" else "at spot"
+    text = (
+        f"about ${doc['estimated_usd_per_hour']:.2f}/hour {basis} "
         f"({doc['price_region']}, prices of {doc['price_date']})"
     )
+    if doc["spot"] and basis == "on demand":
+        text += "; no spot price in the catalog: an upper bound for spot"
+    return text
 
 
 def register(app: typer.Typer) -> None:

@@ -151,6 +151,18 @@ class PulumiProvisioner:
         find_pulumi()
         _import_sdk()
         spec = with_ssh_cidrs(spec)
+        zones = spec.zone_choices or [None]
+        for i, zone in enumerate(zones):
+            attempt = spec if zone is None else spec.model_copy(update={"zone": zone})
+            try:
+                return self._up_in_zone(attempt, progress)
+            except NoCapacity as e:
+                if i + 1 == len(zones):
+                    raise CapacityError(spec, [z for z in zones if z], e.code) from e
+                progress(f"{zone}: no capacity ({e.code}); trying {zones[i + 1]}")
+        raise AssertionError("unreachable")
+
+    def _up_in_zone(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         from components.registry import provider_config
         from components.stackconfig import build, exports
 
@@ -169,6 +181,9 @@ class PulumiProvisioner:
         except BaseException as e:
             progress("pulumi up failed: destroying what it created")
             self._destroy(stack, progress)
+            code = capacity_code(str(e)) if isinstance(e, Exception) else None
+            if code:
+                raise NoCapacity(code) from e
             if isinstance(e, Exception):
                 from components.registry import explain_failure
 
@@ -215,6 +230,52 @@ class PulumiProvisioner:
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.
         return {n.name: "in stack" for n in info.nodes}
+
+
+# What each cloud answers when it has no machines of the type in the zone right now:
+# EC2 API error codes (InsufficientInstanceCapacity, InsufficientCapacity,
+# InsufficientReservedInstanceCapacity); GCE "Troubleshooting resource availability errors"
+# (ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]); Azure "Troubleshoot allocation failures"
+# (AllocationFailed, ZonalAllocationFailed, OverconstrainedAllocationRequest, ...).
+CAPACITY_CODES = (
+    "InsufficientInstanceCapacity",
+    "InsufficientReservedInstanceCapacity",
+    "InsufficientCapacity",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZonalAllocationFailed",
+    "OverconstrainedZonalAllocationRequest",
+    "OverconstrainedAllocationRequest",
+    "AllocationFailed",
+)
+
+
+def capacity_code(text: str) -> str | None:
+    """The cloud's out-of-capacity code in a failed deployment's text, if that is the cause."""
+    return next((c for c in CAPACITY_CODES if c in text), None)
+
+
+class NoCapacity(Exception):
+    """One zone had no capacity (internal: `up` tries the next zone)."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+class CapacityError(GpufleetError):
+    """No zone tried had machines of the type; says what else to try."""
+
+    def __init__(self, spec: ClusterSpec, zones: list[str], code: str):
+        where = ", ".join(zones) if zones else "the zone the cloud picked"
+        super().__init__(
+            f"no capacity for {spec.nodes} × {spec.instance_type} in {where} ({code}); "
+            "nothing was left behind",
+            hint="try other zones (zones: [...], tried in order), spot: true, or capacity you "
+            "hold (reservation: an AWS cr-... id or a GCP reservation name, with its zone)",
+        )
+        self.zones = zones
+        self.code = code
 
 
 def _config_value(value: Any) -> Any:

@@ -10,7 +10,7 @@ RXDM=gpufleet-rxdm  # the container name of the TCPX/TCPXO receive-data-path man
 case "${GPUFLEET_FABRIC:-none}" in
   efa)
     # facts §1.5: the installer brings libfabric, the EFA provider and aws-ofi-nccl.
-    fi_info -p efa >/dev/null 2>&1 && satisfied "libfabric sees the EFA provider"
+    "$EFA_BIN/fi_info" -p efa >/dev/null 2>&1 && satisfied "libfabric sees the EFA provider"
     v="${GPUFLEET_EFA_INSTALLER:?missing from the version set}"
     log "installing EFA $v"
     mkdir -p "$WORK"

@@ -14,7 +14,7 @@ READY_FM="$(nv-fabricmanager --version 2>/dev/null | first_version)" || true
 READY_CTK="$(nvidia-ctk --version 2>/dev/null | first_version)" || true
 READY_DCGM="$(dcgmi --version 2>/dev/null | first_version)" || true
 READY_NCCL="$(nccl_version)"
-READY_LIBFABRIC="$(fi_info --version 2>/dev/null | grep 'libfabric:' | first_version)" || true
+READY_LIBFABRIC="$("$EFA_BIN/fi_info" --version 2>/dev/null | grep 'libfabric:' | first_version)" || true
 READY_EFA="$(grep -i 'installer version' "$R/opt/amazon/efa_installed_packages" 2>/dev/null | first_version)" || true
 READY_DOCKER="$(docker --version 2>/dev/null | first_version)" || true
 

@@ -14,6 +14,10 @@ fi
 STEP="$(basename "$0" .sh)"
 STATE="$R/var/lib/gpufleet"
 WORK="$R/var/tmp/gpufleet"  # downloads
+# The EFA installer puts its tools in /opt/amazon/efa/bin, which is not on a systemd service's
+# PATH (the recipe runs as one): call them by absolute path.
+# shellcheck disable=SC2034  # used by the steps that source this file
+EFA_BIN="$R/opt/amazon/efa/bin"
 
 # Nothing to do: the result is already there (a baked or vendor image passes in seconds).
 satisfied() {

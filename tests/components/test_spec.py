@@ -95,3 +95,59 @@ def test_node_lookup_by_name_or_index():
     with pytest.raises(GpufleetError) as e:
         info.node("node-5")
     assert "node-0, node-1" in e.value.hint
+
+
+AWS = {"cloud": "aws", "instance_type": "p5.48xlarge"}
+
+
+def test_zones_are_tried_in_order_and_the_first_is_the_zone():
+    s = spec(**AWS, zones=["us-east-1d", "us-east-1a"])
+    assert s.zone == "us-east-1d" and s.zone_choices == ["us-east-1d", "us-east-1a"]
+    assert spec(**AWS, zone="us-east-1b").zone_choices == ["us-east-1b"]
+    assert spec(**AWS).zone_choices == []
+    with pytest.raises(SpecError) as e:
+        spec(**AWS, zone="us-east-1b", zones=["us-east-1a", "us-east-1b"])
+    assert e.value.field == "zones"
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({**AWS, "reservation": "cr-0123456789abcdef0"}, "zone"),  # which zone is it in?
+        ({**AWS, "reservation": "cr-0123", "zone": "us-east-1a"}, "reservation"),
+        ({**AWS, "reservation": "my-res", "zone": "us-east-1a"}, "reservation"),
+        (
+            {**AWS, "reservation": "cr-0123456789abcdef0", "zone": "us-east-1a", "spot": True},
+            "spot",
+        ),
+        (
+            {**AWS, "reservation": "cr-0123456789abcdef0", "zones": ["us-east-1a", "us-east-1b"]},
+            "zone",
+        ),
+        (
+            {"cloud": "azure", "instance_type": "Standard_ND96asr_v4", "reservation": "r"},
+            "reservation",
+        ),
+    ],
+)
+def test_a_reservation_is_one_zone_of_on_demand_capacity(kw, field):
+    """An EC2 capacity reservation holds on-demand capacity of one type in one Availability
+    Zone (EC2 user guide, ec2-capacity-reservations.md); a GCE reservation is zonal too
+    (compute/docs/instances/reservations-overview). Nodes elsewhere cannot use it."""
+    with pytest.raises(SpecError) as e:
+        spec(**kw)
+    assert e.value.field == field
+
+
+def test_a_reservation_with_its_zone_is_accepted():
+    s = spec(**AWS, reservation="cr-0123456789abcdef0", zone="us-east-1a")
+    assert s.reservation == "cr-0123456789abcdef0"
+    g = spec(cloud="gcp", instance_type="a2-highgpu-8g", reservation="a2-res", zone="us-central1-a")
+    assert g.reservation == "a2-res"
+
+
+def test_expires_at_is_epoch_seconds():
+    assert spec(**AWS, expires_at=1_900_000_000).expires_at == 1_900_000_000
+    with pytest.raises(SpecError) as e:
+        spec(**AWS, expires_at=0)
+    assert e.value.field == "expires_at"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from components.fabric import nccl_env
+from components.fabric import instance_nccl_env
 from components.spec import ClusterInfo
 from gpufleet import launch
 from gpufleet.launch import LaunchOptions
@@ -16,7 +16,10 @@ from tests.gpufleet import clusters
 
 
 def cluster(fabric: str = "efa", gpus: int = 8, cloud: str = "aws") -> ClusterInfo:
-    return clusters.cluster(gpus=gpus, cloud=cloud, fabric=fabric, python="/opt/venv/bin/python")
+    info = clusters.cluster(gpus=gpus, cloud=cloud, fabric=fabric, python="/opt/venv/bin/python")
+    if fabric == "efa":  # the goldens' aws-p4d
+        info = info.model_copy(update={"instance_type": "p4d.24xlarge"})
+    return info
 
 
 OPTS = LaunchOptions(
@@ -130,16 +133,31 @@ def test_nproc_is_gpus_or_one_or_override():
     assert "--nproc-per-node=3" in launch.node_command(cluster(), 1, opts)
 
 
+def env_type(fabric: str) -> str | None:
+    return cluster(fabric).instance_type
+
+
 @pytest.mark.parametrize("fabric", ["efa", "infiniband", "tcpx", "tcpxo", "none"])
 def test_rank_env_has_cluster_vars_and_fabric_nccl(fabric):
     env = launch.rank_env(cluster(fabric), 1, OPTS)
     assert env["GPUFLEET_NODE_RANK"] == "1" and env["GPUFLEET_NUM_NODES"] == "2"
     assert env["GPUFLEET_NODE_IPS"] == "10.0.0.10,10.0.0.11"
     assert env["MASTER_ADDR"] == "10.0.0.10" and env["MASTER_PORT"] == "29611"
-    for k, v in nccl_env(fabric).items():
+    for k, v in instance_nccl_env("aws", env_type(fabric), fabric).items():
         assert env[k] == v
     if fabric == "none":
         assert not any(k.startswith(("NCCL_", "FI_")) for k in env)
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "rdma"), [("p4d.24xlarge", True), ("g5.12xlarge", False)]
+)
+def test_every_rank_asks_for_efa_device_rdma_only_where_the_type_has_it(instance_type, rdma):
+    """libfabric aborts a rank that sets FI_EFA_USE_DEVICE_RDMA=1 on an EFA without RDMA read
+    (ofiwg/libfabric man/fi_efa.7.md); g5's EFA has none (AWS EC2 user guide, efa.md)."""
+    info = cluster("efa").model_copy(update={"instance_type": instance_type})
+    env = launch.rank_env(info, 1, OPTS)
+    assert (env.get("FI_EFA_USE_DEVICE_RDMA") == "1") == rdma
 
 
 def test_user_env_wins_over_fabric_defaults():

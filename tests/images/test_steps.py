@@ -50,6 +50,7 @@ esac""",
 [ -f K/peermem ] && echo "nvidia_peermem 16384 0"; exit 0""",
     "systemctl": """case "$1" in
   is-active) if [ -f K/active ]; then echo active; else echo inactive; fi ;;
+  is-enabled) if [ -f K/disabled ]; then exit 1; fi ;;
   *) echo "systemctl $*" >> CALLS ;;
 esac
 exit 0""",
@@ -80,6 +81,9 @@ f="$d/aws-efa-installer/efa_installer.sh"
 printf '#!/bin/sh\\necho "efa_installer.sh $*" >> CALLS\\n' > "$f"
 chmod +x "$f\"""",
 }
+
+
+EFA_TOOLS = ("fi_info",)
 
 
 @dataclass
@@ -149,9 +153,13 @@ def make_node(tmp_path: Path, cloud: str, instance_type: str) -> Node:
     for name in RECORDING:
         (bindir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n')
     for name, body in FAKES.items():
-        (bindir / name).write_text(
+        # EFA's tools live in /opt/amazon/efa/bin, which a systemd service's PATH lacks.
+        where = root / "opt/amazon/efa/bin" if name in EFA_TOOLS else bindir
+        where.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(
             "#!/bin/sh\n" + body.replace("K/", f"{knobs}/").replace("CALLS", str(calls)) + "\n"
         )
+        (where / name).chmod(0o755)
     for p in bindir.iterdir():
         p.chmod(0o755)
     files = cloud_init_files(cloud, instance_type)
@@ -164,8 +172,8 @@ def make_node(tmp_path: Path, cloud: str, instance_type: str) -> Node:
         node_env=parse_env(files["/etc/gpufleet/env"]),
     )
     for path, text in files.items():
-        if path.startswith("/etc/gpufleet/"):
-            node.put(path.lstrip("/"), text)
+        if not path.startswith("/opt/gpufleet/steps/"):  # the steps run from images/ itself
+            node.put(path.lstrip("/"), text).chmod(0o755 if "/sbin/" in path else 0o644)
     node.put("proc/sys/kernel/random/boot_id", BOOT_ID + "\n")
     return node
 
@@ -297,11 +305,10 @@ def test_node_copies_in_cloud_init_behave_like_the_source(p4d, tmp_path):
     p4d.knob("driver", None)
     assert p4d.run("run-steps.sh", steps).returncode == 0
     assert p4d.recorded().rstrip().endswith("systemctl reboot")
-    expire = p4d.root / "usr/local/sbin/gpufleet-expire"
-    expire.unlink()
-    (p4d.root / "etc/systemd/system/gpufleet-ttl.timer").unlink()
+    p4d.forget()
+    p4d.knob("disabled")
     assert p4d.run("60-ttl.sh", steps).returncode == 0
-    assert expire.read_text().startswith("#!/usr/bin/env bash\n")
+    assert p4d.recorded() == "systemctl enable --now gpufleet-ttl.timer\n"
 
 
 def test_ready_marker_records_fabric_versions(p4d):
@@ -470,6 +477,19 @@ def test_nccl_version_not_in_the_repo_is_a_clear_failure(p4d):
 # --- fabric ----------------------------------------------------------------------------------
 
 
+def test_efa_check_finds_fi_info_off_the_service_path(p4d):
+    """The EFA installer puts fi_info in /opt/amazon/efa/bin (EC2 user guide, efa-start.md:
+    "fi_info -p efa" after adding it to PATH), and a systemd unit's PATH is only
+    /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin (systemd.exec(5), "PATH"): a bare fi_info
+    fails there, the check says EFA is missing and the installer re-runs on every boot."""
+    assert "/opt/amazon/efa/bin" not in p4d.env["PATH"]
+    r = p4d.run("40-fabric.sh")
+    assert r.returncode == 0 and "already satisfied" in r.stdout and p4d.recorded() == ""
+    assert p4d.run("run-steps.sh").returncode == 0
+    ready = json.loads((p4d.root / "var/lib/gpufleet/ready.json").read_text())
+    assert ready["libfabric"] == "2.1.0"
+
+
 def test_missing_efa_runs_the_pinned_installer(p4d):
     v = p4d.node_env["GPUFLEET_EFA_INSTALLER"]
     p4d.knob("efa", None)
@@ -556,11 +576,54 @@ def test_failing_step_stops_the_runner(p4d):
     assert not (p4d.root / "var/lib/gpufleet/ready.json").exists()
 
 
-def test_ttl_timer_fires_at_the_expiry_and_powers_off(p4d):
-    timer = (p4d.root / "etc/systemd/system/gpufleet-ttl.timer").read_text()
-    assert "OnCalendar=2030-03-17 17:46:40 UTC" in timer  # 1_900_000_000
-    unit = (p4d.root / "etc/systemd/system/gpufleet-ttl.service").read_text()
-    assert "ExecStart=/usr/local/sbin/gpufleet-expire" in unit
+def test_a_node_whose_recipe_fails_still_expires(p4d):
+    """The recipe stops at its first failing step (run-steps.sh), so an expiry armed only by
+    step 60 is never armed when apt, curl or the fabric check fails first, and the node bills
+    ($27-98/h) forever (issue 7 item 1). cloud-init writes the timer and its script in
+    write_files (init stage) and enables the timer in runcmd (final stage) before the recipe
+    service (cloud-init docs, "Module reference: Write Files, Runcmd"; stage order in
+    /etc/cloud/cloud.cfg): the timer exists whatever the recipe does."""
+    for name in ("gpufleet-ttl.timer", "gpufleet-ttl.service"):
+        (p4d.root / "etc/systemd/system" / name).unlink()
+    (p4d.root / "usr/local/sbin/gpufleet-expire").unlink()
+    files = cloud_init_files("aws", "p4d.24xlarge")  # what a fresh node gets before any step
+    for path in ("/etc/systemd/system/gpufleet-ttl.timer", "/usr/local/sbin/gpufleet-expire"):
+        p4d.put(path.lstrip("/"), files[path]).chmod(0o755)
+    p4d.set_env(GPUFLEET_FABRIC="infiniband", GPUFLEET_EXPIRES_AT="1000")  # step 40 fails
+    r = p4d.run("run-steps.sh")
+    assert r.returncode == 1 and "step 40-fabric failed" in r.stderr
+    assert "60-ttl" not in (p4d.root / "var/log/gpufleet/steps.log").read_text()
+    expire = subprocess.run(
+        ["bash", str(p4d.root / "usr/local/sbin/gpufleet-expire")],
+        env=p4d.env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert expire.returncode == 0 and p4d.recorded().endswith("systemctl poweroff\n")
+
+
+def test_cloud_init_enables_the_expiry_timer_before_it_starts_the_recipe():
+    """cloud-init runs runcmd's entries in list order (cloud-init docs, "Runcmd"): the timer
+    is enabled before the recipe service is started, so nothing in the recipe precedes it."""
+    ctx = BootstrapContext(
+        "t", "aws", "p4d.24xlarge", 0, 2, "u", "ssh-ed25519 AAAA u", "KEY", "ssh-ed25519 BBBB h",
+        "efa", 1_900_000_000,
+    )  # fmt: skip
+    runcmd = [" ".join(c) for c in yaml.safe_load(render_cloud_init(ctx))["runcmd"]]
+    timer = runcmd.index("systemctl enable --now --no-block gpufleet-ttl.timer")
+    recipe = runcmd.index("systemctl enable --now --no-block gpufleet-recipe.service")
+    assert timer < recipe and runcmd[0] == "systemctl daemon-reload"
+
+
+def test_ttl_step_only_checks_the_timer_cloud_init_armed(p4d):
+    r = p4d.run("60-ttl.sh")
+    assert r.returncode == 0 and "already satisfied: expiry timer enabled" in r.stdout
+    assert "2030-03-17 17:46:40 UTC" in r.stdout  # 1_900_000_000
+    p4d.knob("disabled")
+    r = p4d.run("60-ttl.sh")
+    assert r.returncode == 0 and "enabled again" in r.stdout
+    assert p4d.recorded() == "systemctl enable --now gpufleet-ttl.timer\n"
+    (p4d.root / "etc/systemd/system/gpufleet-ttl.timer").unlink()
+    r = p4d.run("60-ttl.sh")
+    assert r.returncode == 1 and "would never expire" in r.stderr
 
 
 def test_bake_builds_no_expiry_timer_into_the_image(tmp_path):
@@ -568,7 +631,13 @@ def test_bake_builds_no_expiry_timer_into_the_image(tmp_path):
     node.set_env(GPUFLEET_BAKE="1")
     r = node.run("60-ttl.sh")
     assert r.returncode == 0 and "skipped: baking an image" in r.stdout
-    assert not (node.root / "etc/systemd/system/gpufleet-ttl.timer").exists()
+    builder = BootstrapContext(
+        "t", "aws", "p4d.24xlarge", 0, 1, "u", "ssh-ed25519 AAAA u", "KEY", "ssh-ed25519 BBBB h",
+        "efa", None, {"GPUFLEET_BAKE": "1"},
+    )  # fmt: skip
+    doc = yaml.safe_load(render_cloud_init(builder))
+    assert not [f for f in doc["write_files"] if "gpufleet-ttl" in f["path"]]
+    assert not [c for c in doc["runcmd"] if "gpufleet-ttl.timer" in c]
 
 
 @pytest.fixture
@@ -578,15 +647,41 @@ def expire_script(tmp_path) -> tuple[Node, Path]:
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
-def test_expire_script_is_shellcheck_clean(expire_script):
-    _, script = expire_script
+def test_expire_script_is_shellcheck_clean():
+    script = ROOT / "images" / "ttl" / "gpufleet-expire"
     r = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+
+def expire(node: Node) -> subprocess.CompletedProcess:
+    script = node.root / "usr/local/sbin/gpufleet-expire"
+    return subprocess.run(["bash", str(script)], env=node.env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("hard", "lease", "removed"),
+    [
+        ("1900000000", None, False),  # before the hard expiry, no lease
+        ("1000", None, True),  # past the hard expiry
+        ("1900000000", "1000", True),  # the CLI stopped renewing its lease
+        ("1900000000", "1899999999", False),  # a live lease before the hard expiry
+        ("1000", "1899999999", True),  # a lease never extends past the hard expiry
+        ("1900000000", "12ab", False),  # a torn lease file: the hard expiry alone
+    ],
+)
+def test_node_goes_at_the_earlier_of_hard_expiry_and_lease(p4d, hard, lease, removed):
+    p4d.set_env(GPUFLEET_EXPIRES_AT=hard)
+    if lease is not None:
+        p4d.put("var/lib/gpufleet/lease", lease + "\n")
+    r = expire(p4d)
+    assert r.returncode == 0, r.stderr
+    assert p4d.recorded() == ("systemctl poweroff\n" if removed else "")
 
 
 def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(expire_script):
     node, script = expire_script
     node.set_env(AZURE_CLIENT_ID="cid", AZURE_SUBSCRIPTION_ID="sub", AZURE_RESOURCE_GROUP="rg")
+    node.set_env(GPUFLEET_EXPIRES_AT="1000")
     (node.bin / "jq").write_text("#!/bin/sh\necho token\n")
     (node.bin / "jq").chmod(0o755)
     (node.bin / "curl").write_text(  # IMDS answers; the ARM DELETE fails
@@ -603,8 +698,8 @@ def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(ex
 
 
 def test_aws_expiry_only_powers_off(p4d):
-    script = p4d.root / "usr/local/sbin/gpufleet-expire"
-    r = subprocess.run(["bash", str(script)], env=p4d.env, capture_output=True, text=True)
+    p4d.set_env(GPUFLEET_EXPIRES_AT="1000")
+    r = expire(p4d)
     assert r.returncode == 0 and p4d.recorded() == "systemctl poweroff\n"
 
 

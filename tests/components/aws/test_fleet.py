@@ -42,14 +42,35 @@ def test_one_cluster_placement_group_used_by_every_node(p4d):
 
 
 @pytest.mark.parametrize(("stack", "efa"), [("aws-p4d", 4), ("aws-p5", 32)])
-def test_launch_template_has_one_efa_per_network_card(stack, efa):
+def test_launch_template_has_one_efa_per_network_card_and_one_address(stack, efa):
+    """EC2 user guide, efa-acc-inst-types.md: on types with several network cards, every card
+    after the primary gets an EFA-only interface at device index 0; an EFA-only interface has
+    no IP address (create-efa.md: "You can't assign an IP address to an EFA-only network
+    interface"). With `efa` on all 32 cards a p5 takes 32 addresses and 32 same-subnet IP
+    interfaces; ParallelCluster 3.15 checks its compute nodes have exactly one IP interface."""
     lts = plan(stack).of_type(LT)
     assert len(lts) == 2
     for lt in lts:
         nics = lt.inputs["networkInterfaces"]
-        assert [n["interfaceType"] for n in nics] == ["efa"] * efa
+        assert [n["interfaceType"] for n in nics] == ["efa"] + ["efa-only"] * (efa - 1)
         assert [n["networkCardIndex"] for n in nics] == list(range(efa))
-        assert nics[0]["deviceIndex"] == 0 and all(n["deviceIndex"] == 1 for n in nics[1:])
+        assert all(n["deviceIndex"] == 0 for n in nics)
+
+
+def test_subnet_holds_the_largest_p5_cluster_the_spec_allows():
+    """EFA traffic cannot leave its subnet (EC2 user guide, efa.md limitations), EC2 keeps 5
+    addresses of every subnet (VPC user guide, subnet sizing), and every non-EFA-only interface
+    takes one address: the one subnet must hold MAX_NODES nodes of the widest type."""
+    from components.spec import MAX_NODES
+
+    p = plan("aws-p5")
+    nics = p.of_type(LT)[0].inputs["networkInterfaces"]
+    addresses = sum(1 for n in nics if n.get("interfaceType") != "efa-only")
+    subnet = ipaddress.ip_network(named(p, SUBNET, "aws-p5-subnet").inputs["cidrBlock"])
+    assert subnet.num_addresses - 5 >= MAX_NODES["aws"] * addresses
+    assert subnet.subnet_of(ipaddress.ip_network(p.one("aws:ec2/vpc:Vpc").inputs["cidrBlock"]))
+    nat = ipaddress.ip_network(named(p, SUBNET, "aws-p5-nat-subnet").inputs["cidrBlock"])
+    assert not subnet.overlaps(nat)
 
 
 def named(p, typ: str, name: str):
@@ -165,7 +186,7 @@ def test_user_data_is_gzipped_base64_cloud_init_with_the_nodes_own_host_key(p4d)
     for lt in p4d.of_type(LT):
         i = lt.name.split("-")[-2]  # aws-p4d-node-<i>-lt
         packed = base64.b64decode(lt.inputs["userData"])
-        assert len(packed) < USER_DATA_LIMIT // 2  # room for the recipe to grow
+        assert len(packed) < USER_DATA_LIMIT * 3 // 4  # room for the recipe to grow
         text = cloud_init_text(lt)
         assert text.startswith("#cloud-config")
         assert f"MOCK-aws-p4d-node-{i}-host-key" in text  # this node's own host key
@@ -330,3 +351,17 @@ def test_contract_outputs(p4d):
 def test_a_stack_without_ssh_cidrs_is_refused_before_anything_is_declared():
     err = spec_error(lambda: plan("aws-p4d", ssh_cidrs=[]))
     assert isinstance(err, SpecError) and err.field == "ssh_cidrs"
+
+
+def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it():
+    """EC2 launches into a capacity reservation only when type, platform, zone and placement
+    group match (EC2 user guide, capacity-reservations-launch.md), and AWS recommends creating
+    the reservation inside the cluster placement group (placement-groups limitations). So
+    with a reservation the nodes target it and gpufleet adds no placement group of its own."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a")
+    assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
+    for lt in p.of_type(LT):
+        target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+        assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+        assert "placement" not in lt.inputs
+    assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1a"

@@ -135,3 +135,97 @@ def test_workspace_env_keeps_a_python_the_user_chose(tmp_path, monkeypatch):
     assert env["PULUMI_PYTHON_CMD"] == "/opt/py/bin/python3"
     assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/extra"]
     assert env["PULUMI_BACKEND_URL"] == f"file://{tmp_path}" and env["PULUMI_CONFIG_PASSPHRASE"]
+
+
+class FakeStack:
+    """A stack whose `up` fails with the cloud's capacity error in some zones."""
+
+    def __init__(self, zone, outcomes, calls):
+        self.zone, self.outcomes, self.calls, self.name = zone, outcomes, calls, "t"
+        self.workspace = self
+
+    def set_config(self, *_):
+        pass
+
+    def up(self, **_):
+        self.calls.append(("up", self.zone))
+        outcome = self.outcomes[self.zone]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def destroy(self, **_):
+        self.calls.append(("destroy", self.zone))
+
+    def remove_stack(self, _name):
+        pass
+
+
+def planned_result(s: ClusterSpec):
+    from types import SimpleNamespace
+
+    from components import stackconfig
+    from components.preview import evaluate
+
+    outputs = evaluate(
+        lambda: stackconfig.exports(stackconfig.build(s, expires_at=1_900_000_000)),
+        config={"aws:region": "us-east-1"},
+    ).outputs
+    return SimpleNamespace(outputs={k: SimpleNamespace(value=v) for k, v in outputs.items()})
+
+
+def run_up(monkeypatch, s: ClusterSpec, outcomes: dict) -> tuple[list, object]:
+    calls: list = []
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_stack", lambda sp, _b, _p=None: FakeStack(sp.zone, outcomes, calls))
+    try:
+        return calls, pp.PulumiProvisioner("file:///tmp/x").up(s, lambda _m: None)
+    except pp.GpufleetError as e:
+        return calls, e
+
+
+EC2_ICE = Exception(
+    "error: creating EC2 Instance: InsufficientInstanceCapacity: We currently do not have "
+    "sufficient p4d.24xlarge capacity in the Availability Zone you requested (us-east-1a)."
+)
+
+
+def test_a_zone_without_capacity_is_left_for_the_next_one(gpufleet_home, monkeypatch):
+    """EC2 answers InsufficientInstanceCapacity when a zone has no free machines of the type
+    right now, and advises another zone, later, or other capacity (EC2 user guide,
+    troubleshooting-launch.md "Insufficient instance capacity"; GCE's ZONE_RESOURCE_POOL_
+    EXHAUSTED and Azure's ZonalAllocationFailed say the same). So the next zone in `zones` is
+    tried after what the first attempt created is destroyed."""
+    s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
+    result = planned_result(s)
+    calls, info = run_up(monkeypatch, s, {"us-east-1a": EC2_ICE, "us-east-1b": result})
+    assert calls == [("up", "us-east-1a"), ("destroy", "us-east-1a"), ("up", "us-east-1b")]
+    assert [n.name for n in info.nodes] == ["node-0", "node-1"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "InsufficientInstanceCapacity: We currently do not have sufficient capacity",
+        "googleapi: Error 503: The zone 'projects/p/zones/us-central1-a' does not have enough "
+        "resources available to fulfill the request. ZONE_RESOURCE_POOL_EXHAUSTED",
+        'Code="ZonalAllocationFailed" Message="Allocation failed. We do not have sufficient '
+        'capacity for the requested VM size in this zone."',
+    ],
+)
+def test_no_capacity_anywhere_is_named_plainly_with_what_to_try(gpufleet_home, monkeypatch, text):
+    s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
+    outcomes = {z: Exception("error: " + text) for z in s.zones}
+    calls, err = run_up(monkeypatch, s, outcomes)
+    assert isinstance(err, pp.CapacityError) and err.zones == ["us-east-1a", "us-east-1b"]
+    assert [c for c in calls if c[0] == "destroy"] == [("destroy", z) for z in s.zones]
+    assert "no capacity for 2 × p4d.24xlarge in us-east-1a, us-east-1b" in err.message
+    assert "zones" in err.hint and "spot" in err.hint and "reservation" in err.hint
+
+
+def test_other_failures_are_not_retried_in_another_zone(gpufleet_home, monkeypatch):
+    s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
+    boom = Exception("UnauthorizedOperation: You are not authorized to perform this operation")
+    calls, err = run_up(monkeypatch, s, {"us-east-1a": boom, "us-east-1b": boom})
+    assert calls == [("up", "us-east-1a"), ("destroy", "us-east-1a")]
+    assert not isinstance(err, pp.CapacityError) and "UnauthorizedOperation" in err.message

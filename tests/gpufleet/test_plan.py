@@ -1,0 +1,57 @@
+"""The offline plan's price: billed at the rate the stack asks for, and said which it is."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from components.catalog import lookup
+from gpufleet.plan import plan_stack, price_estimate
+
+
+def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():
+    """AWS bills a Spot Instance at the Spot price in effect for its zone, not the On-Demand
+    price (EC2 user guide, using-spot-instances.md "Pricing and savings"); GCP bills Spot VMs
+    at Spot prices (compute/docs/instances/spot "Pricing"). Without a sourced spot price the
+    plan must say that its figure is on-demand, not pass it off as the spot cost."""
+    doc = plan_stack("aws-g5")  # spot: true; the catalog has no sourced g5 spot price
+    assert doc["spot"] and doc["price_basis"] == "on-demand"
+    assert "no spot price in the catalog" in doc["price_note"]
+    assert doc["estimated_usd_per_hour"] == round(doc["nodes"] * doc["on_demand_per_node_hour"], 3)
+
+
+@pytest.mark.parametrize("stack", ["aws-g5", "gcp-a2"])
+def test_spot_estimate_uses_the_catalog_spot_price_where_it_has_one(stack):
+    """A spot fleet is billed at the spot rate (see above): estimated at it where known."""
+    doc = plan_stack(stack)
+    it = lookup(doc["cloud"], doc["instance_type"])
+    priced = dataclasses.replace(
+        it,
+        spot_price_per_hour=round(it.price_per_hour / 3, 4),
+        spot_price_date="2026-11-01",
+        spot_price_source="a dated spot table",
+    )
+    est = price_estimate(priced, doc["nodes"], spot=True)
+    assert est["price_basis"] == "spot"
+    assert est["estimated_usd_per_hour"] == round(doc["nodes"] * priced.spot_price_per_hour, 3)
+    assert est["estimated_usd_per_hour"] < doc["nodes"] * it.price_per_hour
+    assert "2026-11-01" in est["price_note"]
+    # The same type on demand is priced on demand, spot price or not.
+    assert price_estimate(priced, doc["nodes"], spot=False)["price_basis"] == "on-demand"
+
+
+def test_on_demand_stack_is_priced_on_demand():
+    doc = plan_stack("aws-p4d")
+    assert doc["price_basis"] == "on-demand" and doc["price_note"] == "on-demand"
+    assert doc["estimated_usd_per_hour"] == round(2 * 21.958, 3)
+
+
+def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):
+    """Two plans of one unchanged stack must be identical (issue 7 item 2): whatever order
+    Pulumi's threads register resources in, and whatever the clock says."""
+    import json
+
+    first = json.dumps(plan_stack("aws-p4d"))
+    monkeypatch.setattr("time.time", lambda: 2_000_000_000)
+    assert json.dumps(plan_stack("aws-p4d")) == first
