@@ -3,9 +3,9 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync
 
-.PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench clean
+.PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench faults clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -51,6 +51,11 @@ fmt: venv
 # Regenerate golden files after an intended change to rendered text; review the diff.
 golden: deps-test
 	GPUFLEET_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests -k golden
+
+# A longer fault campaign than CI's (signals and faults at random moments of a run).
+FAULTS ?= 60
+faults: deps-test
+	GPUFLEET_FAULTS=$(FAULTS) $(BIN)/python -m pytest -q -s tests/faults
 
 bench: deps-test
 	$(BIN)/python benchmarks/fanout.py

@@ -25,6 +25,7 @@ RESERVATION_RE = {
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "vm": "gpufleet"}
 # azure: a Flexible scale set (the InfiniBand domain gpufleet uses) holds at most 1000 VMs.
+MAX_TTL_MINUTES = 366 * 1440
 # vm: each node is a whole QEMU VM (1.5 GiB) on this machine.
 MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 1000}
 
@@ -71,7 +72,7 @@ class ClusterSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not isinstance(v, str) or not NAME_RE.fullmatch(v):  # fullmatch: no trailing \n
             raise SpecError(
                 "name",
                 f"{v!r} is not a valid cluster name",
@@ -92,6 +93,12 @@ class ClusterSpec(BaseModel):
     def _ttl(cls, v: int) -> int:
         if v < 0:
             raise SpecError("ttl_minutes", f"must not be negative, got {v}", "pass --ttl 4h, say")
+        if v > MAX_TTL_MINUTES:  # beyond it, expiry timestamps overflow the platform's time_t
+            raise SpecError(
+                "ttl_minutes",
+                f"{v} is over the maximum of {MAX_TTL_MINUTES} (366 days)",
+                "pass --ttl 4h, say",
+            )
         return v
 
     @field_validator("expires_at")

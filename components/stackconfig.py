@@ -58,19 +58,64 @@ def stack_names(root: Path | None = None) -> list[str]:
 
 def stack_config(name: str, root: Path | None = None) -> dict[str, Any]:
     """The `config:` mapping of a stack file."""
-    import yaml
-
     path = stack_file(name, root)
     if not path.is_file():
         known = ", ".join(stack_names(root)) or "none"
         where = ", ".join(str(d) for d in search_path(root))
         raise SpecError("stack", f"no Pulumi.{name}.yaml in {where}", f"use one of: {known}")
-    doc = yaml.safe_load(path.read_text()) or {}
-    return dict(doc.get("config") or {})
+    return parse_stack_yaml(path.read_bytes(), str(path))
+
+
+def parse_stack_yaml(data: bytes | str, where: str = "stack file") -> dict[str, Any]:
+    """The `config:` mapping of a stack file's text; malformed YAML names file, line, column."""
+    import yaml
+
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        doc = yaml.safe_load(text)
+    except UnicodeDecodeError as e:
+        raise SpecError(
+            "stack", f"{where} is not UTF-8 text ({e.reason})", "save it as UTF-8"
+        ) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(
+            "stack", f"{at}: not valid YAML ({problem})", "fix the YAML at that line and column"
+        ) from None
+    except (ValueError, OverflowError, RecursionError) as e:  # e.g. an int of 5,000 digits
+        raise SpecError(
+            "stack", f"{where}: a value YAML cannot read ({str(e)[:120]})", "use a sane number"
+        ) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise SpecError(
+            "stack",
+            f"{where} is a YAML {type(doc).__name__}, not a mapping",
+            "write it as `config:` followed by `gpufleet:cluster:` fields",
+        )
+    config = doc.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise SpecError(
+            "config",
+            f"in {where} is a {type(config).__name__}, not a mapping",
+            "write `config:` with `gpufleet:cluster:` indented below it",
+        )
+    return {str(k): v for k, v in config.items()}
 
 
 def spec_from_config(config: dict[str, Any], stack: str = "") -> ClusterSpec:
     """The ClusterSpec in a stack's config; `name` defaults to the stack name."""
+    if not isinstance(config, dict):
+        raise SpecError(
+            "config",
+            f"is a {type(config).__name__}, not a mapping",
+            "write `config:` with `gpufleet:cluster:` indented below it",
+        )
     raw = config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
     if not isinstance(raw, dict):
         raise SpecError(
@@ -78,7 +123,7 @@ def spec_from_config(config: dict[str, Any], stack: str = "") -> ClusterSpec:
             "missing from the stack config",
             "add a `gpufleet:cluster:` mapping with at least cloud, nodes and instance_type",
         )
-    fields = dict(raw)
+    fields = {str(k): v for k, v in raw.items()}
     if stack:
         fields.setdefault("name", stack)
     spec = ClusterSpec.from_input(fields)

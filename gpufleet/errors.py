@@ -15,8 +15,12 @@ __all__ = [
     "HostKeyMismatch",
     "JobFailed",
     "MissingTool",
+    "NodeExpired",
+    "NodeLost",
+    "NodeRefused",
     "SpecError",
     "SSHUnreachable",
+    "StateDamaged",
     "SyncFailed",
 ]
 
@@ -38,6 +42,35 @@ class ClusterExists(GpufleetError):
             hint=f"reuse it with --cluster {name}, or remove it with `gpufleet down {name}`",
         )
         self.name = name
+
+
+class ClusterBusy(GpufleetError):
+    """Another gpufleet process holds the cluster name's lock (it is being created)."""
+
+    exit_code = 2
+
+    def __init__(self, name: str):
+        super().__init__(
+            f"cluster {name!r} is being created by another gpufleet process",
+            hint="wait for it, pick another --name, or `gpufleet down` it if that process died",
+        )
+        self.name = name
+
+
+class StateDamaged(GpufleetError):
+    """A cluster's state file is missing, truncated or not what gpufleet wrote."""
+
+    exit_code = 2
+
+    def __init__(self, name: str, path: str, why: str):
+        super().__init__(f"the state of cluster {name!r} is damaged ({path}: {why})")
+        self.hint = (
+            f"`gpufleet down {name}` still stops its processes and removes its files"
+            " (`gpufleet sweep` finds such clusters)"
+        )
+        self.name = name
+        self.path = path
+        self.why = why
 
 
 class MissingTool(GpufleetError):
@@ -129,6 +162,47 @@ class JobFailed(GpufleetError):
         super().__init__(f"job failed: {node} exited {code} first{extra}")
         self.node = node
         self.exit_code = code
+
+
+class NodeLost(GpufleetError):
+    """A node stopped answering (killed, hung, partitioned) while a job ran on it."""
+
+    exit_code = 5
+
+    def __init__(self, node: str, why: str):
+        super().__init__(
+            f"{node} lost: {why}; the job was stopped on the other nodes",
+            hint="the node may be gone or unreachable; check `gpufleet status`, "
+            "then `gpufleet down` and re-create the cluster",
+        )
+        self.node = node
+        self.why = why
+
+
+class NodeExpired(GpufleetError):
+    """A node removed itself at its TTL or lease while the job ran."""
+
+    exit_code = 6
+
+    def __init__(self, node: str, when: str):
+        super().__init__(f"{node} reached its expiry at {when} and removed itself")
+        self.hint = "give the run a longer --max-duration, or `gpufleet extend` a kept cluster"
+        self.node = node
+        self.when = when
+
+
+class NodeRefused(GpufleetError):
+    """An existing cluster's node refuses SSH connections: its sshd (or the node) is gone."""
+
+    exit_code = 4
+
+    def __init__(self, cluster: str, nodes: list[str]):
+        super().__init__(f"{', '.join(nodes)} of cluster {cluster!r} refused the SSH connection")
+        self.hint = (
+            f"the node is not running any more: `gpufleet down {cluster}` and create it again"
+        )
+        self.cluster = cluster
+        self.nodes = nodes
 
 
 class SyncFailed(GpufleetError):

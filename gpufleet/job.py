@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,12 +12,33 @@ from pathlib import Path
 
 from components.spec import ClusterInfo, ClusterSpec
 from gpufleet import launch, ops, state, sync
-from gpufleet.errors import GpufleetError, JobFailed
+from gpufleet.errors import GpufleetError, JobFailed, NodeExpired, NodeLost, SpecError
 from gpufleet.launch import LaunchOptions
 from gpufleet.provision import Progress
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
-from gpufleet.signals import Interrupted, shielded
+from gpufleet.signals import Interrupted, raise_pending, shielded, start_threads
+
+
+# The lease a live `run` keeps renewing on the nodes it created: they remove themselves
+# LEASE_S after the last renewal if this process dies (kill -9, a lost machine).
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 366 * 86400:
+        raise SpecError(
+            name, f"{raw!r} is not a number of seconds", f"unset it, or e.g. {default:.0f}"
+        )
+    return value
+
+
+LEASE_S = _env_seconds("GPUFLEET_LEASE_S", 300)
+RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
 
 
 @dataclass
@@ -28,9 +51,66 @@ class JobRequest:
     keep: bool = False  # keep a cluster this run created
     ssh_timeout: float = 600.0
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
+    fail_fast: bool = True  # the first failing node stops the job everywhere
     include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
     exclude: list[str] = field(default_factory=list)  # never sync these
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
+
+
+class _LeaseKeeper:
+    """Renews the node-side lease every RENEW_S while `run` is alive."""
+
+    def __init__(self, group: Group, progress: Progress):
+        self.group, self.progress = group, progress
+        self.until = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def renew(self) -> None:
+        until = time.time() + LEASE_S
+        failed = {n: why for n, why in self.group.write_lease(until).items() if why}
+        if failed and len(failed) == len(self.group.nodes):
+            self.progress(f"lease not renewed: {'; '.join(f'{n}: {w}' for n, w in failed.items())}")
+        self.until = until
+
+    def start(self) -> None:
+        self.renew()
+        start_threads([self._thread])
+
+    def _loop(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            self.renew()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _expired(info: ClusterInfo, lease_until: float) -> float | None:
+    """When the nodes' expiry (hard TTL or lease) passed, if it has."""
+    ends = [t for t in (info.expires_at, lease_until or None) if t]
+    when = min(ends) if ends else None
+    return when if when is not None and time.time() >= when - 5 else None
+
+
+def _loss(info: ClusterInfo, group: Group, results: dict, lease_until: float) -> None:
+    """A node that went away under the job: its expiry, or a lost node; never 'exited -1'."""
+    gone = [r for r in results.values() if r.exit_code in (None, -1) and not r.ok]
+    gone = [r for r in gone if r.node in group.lost or (r.error or "").startswith("lost")]
+    if not gone:
+        return
+    first = min(gone, key=lambda r: r.finished)
+    when = _expired(info, lease_until)
+    if when is not None:
+        raise NodeExpired(first.node, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
+    raise NodeLost(first.node, group.lost.get(first.node, "its SSH connection dropped"))
+
+
+def setup_command(info: ClusterInfo, setup: str) -> str:
+    """--setup runs with the ranks' interpreter first on PATH (its pip, its torchrun)."""
+    if not info.python.startswith("/"):
+        return setup
+    bindir = shlex.quote(info.python.rsplit("/", 1)[0])
+    return f"PATH={bindir}:$PATH; export PATH; {setup}"
 
 
 def _rank_failures(group: Group, run_dir: str) -> dict[str, dict[str, str]]:
@@ -59,17 +139,24 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
     """Run the job: 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
     created: ClusterInfo | None = None
     group: Group | None = None
+    lease: _LeaseKeeper | None = None
     try:
         if req.cluster:
             info = state.load(req.cluster)
         else:
             assert req.spec is not None
             progress(f"creating {req.spec.nodes} {req.spec.cloud} nodes ({req.spec.name})")
-            info = created = ops.create(req.spec, progress, **req.provision_options)
+            # owned by this process unless kept: `gpufleet sweep` removes it if we die
+            owner = None if req.keep else os.getpid()
+            info = created = ops.create(req.spec, progress, owner=owner, **req.provision_options)
         group = Group(info)
         started = time.monotonic()
-        group.wait_ready(req.ssh_timeout)
+        # a refused connection on a cluster that already existed: its node is gone
+        group.wait_ready(req.ssh_timeout, refused_fails=created is None, progress=progress)
         progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
+        if created is not None:
+            lease = _LeaseKeeper(group, progress)
+            lease.start()
         sync.sync(
             info,
             req.workdir,
@@ -80,7 +167,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         )
         if req.setup:
             progress(f"setup: {req.setup}")
-            group.run(req.setup, stream=stream, what="setup")
+            group.run(setup_command(info, req.setup), stream=stream, what="setup", liveness=True)
         if req.health_gate:
             req.health_gate(info, group)
         group.put(launch.run_files(info, req.launch))
@@ -93,10 +180,13 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             f"launching {req.launch.launcher} on {len(commands)} nodes (run {req.launch.run_id})"
         )
         with launch.rendezvous(group, info, req.launch):
-            results = group.run(commands, stream=stream, check=False)
+            results = group.run(
+                commands, stream=stream, check=False, fail_fast=req.fail_fast, liveness=True
+            )
         if all(r.ok for r in results.values()):
             progress("job finished on every node")
             return 0
+        _loss(info, group, results, lease.until if lease else 0.0)
         if req.launch.launcher == "torchrun":
             rank_files = _rank_failures(group, launch.run_dir(req.launch))
             first = launch.first_failure(rank_files)
@@ -113,6 +203,10 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         raise
     finally:
         with shielded():
+            if lease is not None:
+                lease.stop()
+                if req.keep and group is not None:
+                    group.write_lease(None)  # kept: only its hard expiry applies now
             if group is not None:
                 group.close()
             if created is not None and not req.keep:
@@ -126,3 +220,4 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
                 progress(
                     f"kept cluster {created.name}: remove it with `gpufleet down {created.name}`"
                 )
+        raise_pending()  # a signal during teardown still ends the CLI with its code

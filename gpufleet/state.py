@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import ClusterNotFound
+from gpufleet.errors import ClusterBusy, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
     from components.spec import ClusterInfo, ClusterSpec
@@ -24,12 +28,78 @@ def cluster_dir(name: str) -> Path:
 
 
 def _write_private(path: Path, text: str) -> None:
+    """Atomic: a unique temp file in the same folder, flushed to disk, renamed over `path`.
+
+    A reader (or a crash) sees the old file or the new one, never a truncated one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def lock(name: str) -> Iterator[None]:
+    """An exclusive lock on a cluster name, held while it is created (ClusterBusy if taken).
+
+    flock: the kernel drops it when the holder dies, so a killed CLI never leaves it stuck.
+    The file is removed on release; a taker checks it locked the file still at that path.
+    """
+    import fcntl
+
+    path = home() / "locks" / f"{name}.lock"
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a releaser may have removed it
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ClusterBusy(name) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # released and removed between our open and flock: take the new one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # only if empty
+
+
+def locked(name: str) -> bool:
+    """Whether a live process holds the name's lock (creating it right now)."""
+    import fcntl
+
+    path = home() / "locks" / f"{name}.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def save_spec(spec: ClusterSpec) -> None:
@@ -48,13 +118,30 @@ def save(info: ClusterInfo) -> None:
     _write_private(cluster_dir(info.name) / "cluster.json", info.model_dump_json(indent=2))
 
 
-def load(name: str) -> ClusterInfo:
+def _read_json(name: str) -> dict[str, Any]:
     p = cluster_dir(name) / "cluster.json"
     if not p.exists():
+        if cluster_dir(name).is_dir() and not locked(name):
+            raise StateDamaged(name, str(p), "missing: its creation was interrupted")
         raise ClusterNotFound(name)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise StateDamaged(name, str(p), f"unreadable: {type(e).__name__}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise StateDamaged(name, str(p), "not a cluster record")
+    return data
+
+
+def load(name: str) -> ClusterInfo:
+    data = _read_json(name)
     from components.spec import ClusterInfo
 
-    return ClusterInfo.model_validate(json.loads(p.read_text()))
+    try:
+        return ClusterInfo.model_validate(data)
+    except Exception as e:  # pydantic's ValidationError, or a GpufleetError from a validator
+        first = str(e).splitlines()[0][:200]
+        raise StateDamaged(name, str(cluster_dir(name) / "cluster.json"), first) from None
 
 
 class ClusterView(SimpleNamespace):
@@ -68,12 +155,12 @@ class ClusterView(SimpleNamespace):
 
 def load_view(name: str) -> ClusterView:
     """Like load(), minus pydantic: for the commands where start-up time is the product."""
-    p = cluster_dir(name) / "cluster.json"
-    if not p.exists():
-        raise ClusterNotFound(name)
-    data = json.loads(p.read_text())
-    data["nodes"] = [SimpleNamespace(**n) for n in data["nodes"]]
-    return ClusterView(**data)
+    data = _read_json(name)
+    try:
+        data["nodes"] = [SimpleNamespace(**n) for n in data["nodes"]]
+        return ClusterView(**data)
+    except TypeError as e:
+        raise StateDamaged(name, str(cluster_dir(name) / "cluster.json"), str(e)) from None
 
 
 def exists(name: str) -> bool:
@@ -88,6 +175,43 @@ def names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
 
-def forget(name: str) -> None:
-    """Remove a cluster's folder (after its resources are gone)."""
+def known(name: str) -> bool:
+    """Anything recorded under this name, even a damaged or half-created record."""
+    return cluster_dir(name).is_dir()
+
+
+def forget(name: str, removed: bool = False) -> None:
+    """Remove a cluster's folder; removed=True (its resources were torn down) also notes the
+    name, so a later `down` of it says "already gone" rather than "no such cluster"."""
     shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    if removed:
+        _write_private(home() / "removed" / name, f"{time.time():.0f}\n")
+
+
+def was_removed(name: str) -> bool:
+    return (home() / "removed" / name).is_file()
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot): tells a PID from a reused one."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def set_owner(name: str, pid: int | None = None) -> None:
+    """Record the CLI process that owns (and will remove) a cluster, e.g. a one-shot `run`."""
+    pid = pid or os.getpid()
+    _write_private(cluster_dir(name) / "owner", f"{pid} {_start_time(pid) or '-'}\n")
+
+
+def orphaned(name: str) -> bool:
+    """A cluster whose owning CLI is dead (kill -9, a lost machine): nobody will remove it."""
+    try:
+        pid_s, started = (cluster_dir(name) / "owner").read_text().split()[:2]
+        pid = int(pid_s)
+    except (OSError, ValueError):
+        return False  # no owner: kept on purpose (`up`, `run --keep`)
+    now = _start_time(pid)
+    return now is None or (started != "-" and now != started)

@@ -7,7 +7,8 @@ import sys
 
 EXIT_CODES = """Exit codes: 0 success; 1 a job or remote command failed (run: the job's own code);
 2 bad input (flags, spec, unknown cluster, missing tool, over --max-cost); 3 a node's host key
-did not match the pinned one; 4 a node did not answer SSH; 5 health checks failed;
+did not match the pinned one; 4 a node did not answer SSH; 5 health checks failed, or run
+lost a node; 6 a node reached its expiry during run; 124 run --timeout; 129 SIGHUP;
 130 Ctrl-C; 143 SIGTERM. --debug (or GPUFLEET_DEBUG=1) prints the traceback of an error."""
 
 
@@ -142,11 +143,28 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         if e.hint:
-            print(f"  fix: {e.hint}", file=sys.stderr)
+            _say(f"  fix: {e.hint}")
         return e.exit_code
+    except KeyboardInterrupt:  # a signal before the handlers took over
+        _say("error: interrupted")
+        return 130
+    except Exception as e:  # a defect: still no traceback for the user, unless --debug
+        if debug:
+            raise
+        _say(f"error: internal error: {type(e).__name__}: {e}"[:2000])
+        _say("  fix: run again with --debug and report the traceback")
+        return 70  # EX_SOFTWARE
     return 0
+
+
+def _say(line: str) -> None:
+    """To stderr, unless it is gone (SIGHUP: the terminal was closed); the exit code stays."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def entry() -> None:

@@ -103,7 +103,7 @@ def up(
     if nodes is not None and count is not None and nodes != count:
         raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
     spec = spec_from_flags(
-        name=name or _auto_name(),
+        name=_auto_name() if name is None else name,
         cloud=cloud,
         nodes=count or nodes or 2,
         **byo,
@@ -124,7 +124,7 @@ def up(
     info = ops.create(spec, progress, **options)
     try:
         with Group(info) as g:
-            g.wait_ready(timeout={"local": 30, "ssh": 60}.get(spec.cloud, 600))
+            g.wait_ready(timeout={"local": 30, "ssh": 60}.get(spec.cloud, 600), progress=progress)
     except BaseException:
         progress("nodes unreachable: removing what was created")
         ops.destroy(info, progress, **options)
@@ -194,17 +194,99 @@ def _recorded(name: str) -> tuple[object | None, object | None]:
 def down(
     names: Annotated[list[str], typer.Argument(help="cluster names")] = [],  # noqa: B006
     all_: Annotated[bool, typer.Option("--all", help="every recorded cluster")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --all)")] = False,
 ) -> None:
-    """Remove clusters and everything they created."""
-    from gpufleet import ops, state
+    """Remove clusters and everything they created.
 
-    targets = state.names() if all_ else names
+    Every named cluster is removed even if some are unknown or fail; exits 2 if a name was
+    unknown, 1 if a removal failed. A cluster already gone is not an error.
+    """
+    import sys
+
+    from gpufleet import ops, state
+    from gpufleet.errors import GpufleetError
+
+    targets = state.names() if all_ else list(dict.fromkeys(names))
     if not targets:
+        if all_:
+            progress("no clusters recorded")
+            return
         raise typer.BadParameter("name a cluster, or pass --all")
+    if all_ and not yes:
+        if not sys.stdin.isatty():
+            raise typer.BadParameter("--all removes every cluster; add --yes to confirm")
+        typer.confirm(f"remove {len(targets)} clusters: {', '.join(targets)}?", abort=True)
+    unknown, failed = [], []
     for name in targets:
-        info = state.load(name)
-        ops.destroy(info, progress)
-        progress(f"cluster {name} removed")
+        try:
+            if ops.destroy_name(name, progress):
+                progress(f"cluster {name} removed")
+            elif all_ or state.was_removed(name):
+                progress(f"cluster {name}: already gone")
+            else:
+                unknown.append(name)
+        except GpufleetError as e:
+            failed.append(name)
+            progress(f"cluster {name}: not removed: {e}" + (f" ({e.hint})" if e.hint else ""))
+    if unknown:
+        progress(f"no cluster named {', '.join(unknown)} (`gpufleet list` shows the clusters)")
+    if failed or unknown:
+        raise typer.Exit(1 if failed else 2)
+
+
+def extend(
+    name: Annotated[str, typer.Argument(help="cluster name")],
+    duration: Annotated[str, typer.Argument(help="new expiry from now, e.g. 2h")],
+) -> None:
+    """Move a kept cluster's expiry to DURATION from now."""
+    from gpufleet import ops
+
+    minutes = parse_ttl(duration)
+    if minutes == 0:
+        raise typer.BadParameter("give a duration above 0, e.g. 2h", param_hint="DURATION")
+    when = ops.extend(name, minutes)
+    progress(
+        f"cluster {name} now expires at {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))}"
+    )
+
+
+def sweep(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only list what would go")] = False,
+) -> None:
+    """Remove what no live gpufleet owns: clusters of dead `run`s, damaged records, and
+    sandbox processes whose cluster is gone."""
+    from gpufleet import ops, state
+    from gpufleet.errors import StateDamaged
+    from gpufleet.provision.local import stray_processes, terminate
+
+    found = 0
+    for name in state.names():
+        if state.locked(name):
+            continue  # being created right now
+        why = None
+        if state.orphaned(name):
+            why = "its `run` is dead"
+        else:
+            try:
+                state.load(name)
+            except StateDamaged:
+                why = "its record is damaged"
+        if why:
+            found += 1
+            progress(f"{name}: {why}" + ("" if dry_run else ": removing"))
+            if not dry_run:
+                ops.destroy_name(name, progress)
+    strays = stray_processes()
+    if strays:
+        found += 1
+        progress(
+            f"{len(strays)} sandbox processes of removed clusters"
+            + ("" if dry_run else ": stopping")
+        )
+        if not dry_run:
+            terminate(strays)
+    if not found:
+        progress("nothing to sweep")
 
 
 def status(
@@ -262,13 +344,17 @@ def list_clusters(
     for name in state.names():
         info, est = _recorded(name)
         if info is None:
-            docs.append(documents.incomplete(name))
+            doc = documents.incomplete(name)
+            doc["state"] = "being created" if state.locked(name) else "damaged"
+            docs.append(doc)
             continue
         expired = info.expires_at is not None and info.expires_at < time.time()
         docs.append(
             documents.cluster(
                 info,
-                state="expired" if expired else "recorded",
+                state="orphaned"
+                if state.orphaned(name)
+                else ("expired" if expired else "recorded"),
                 usd_per_hour=est.usd_per_hour if est else None,
                 region=est.region if est else None,
             )
@@ -299,3 +385,5 @@ def register(app: typer.Typer) -> None:
     app.command()(down)
     app.command()(status)
     app.command("list")(list_clusters)
+    app.command()(extend)
+    app.command()(sweep)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 import sys
 import threading
@@ -18,7 +20,8 @@ def progress(message: str) -> None:
     """A progress line on stderr (dim when it is a terminal), so stdout stays the job's."""
     if sys.stderr.isatty():
         message = f"\033[2m{message}\033[0m"
-    with _lock:
+    # after SIGHUP the terminal is gone: a failed write must not stop the teardown
+    with _lock, contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"gpufleet: {message}\n")
         sys.stderr.flush()
 
@@ -34,7 +37,7 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
             k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
             prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
         out = sys.stderr if is_err or to_stderr else sys.stdout
-        with _lock:
+        with _lock, contextlib.suppress(OSError, ValueError):
             out.write(f"{prefix} {line}\n")
             out.flush()
 
@@ -42,17 +45,29 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
 
 
 _UNITS = {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}
+MAX_TTL_MINUTES = 366 * 1440  # a year: beyond it a timestamp means nothing (and overflows)
 
 
 def parse_ttl(text: str) -> int:
-    """'4h', '90m', '1h30m', '2d' or plain minutes -> minutes (0 disables the TTL)."""
+    """'4h', '90m', '1h30m', '2d' or plain minutes -> minutes (0 disables the TTL).
+
+    A non-zero duration under a minute rounds up to one; only ASCII digits count ('²' is
+    a digit to str.isdigit but no duration).
+    """
     t = text.strip().lower()
+    bad = SpecError("ttl", f"{text!r} is not a duration", "write it like 30m, 4h or 1h30m")
+    if not t.isascii() or len(t) > 40:
+        raise bad
     if t.isdigit():
-        return int(t)
-    parts = re.findall(r"(\d+)([smhd])", t)
-    if not parts or "".join(n + u for n, u in parts) != t:
-        raise SpecError("ttl", f"{text!r} is not a duration", "write it like 30m, 4h or 1h30m")
-    return max(1, round(sum(int(n) * _UNITS[u] for n, u in parts)))
+        minutes = float(int(t))
+    else:
+        parts = re.findall(r"(\d+)([smhd])", t)
+        if not parts or "".join(n + u for n, u in parts) != t:
+            raise bad
+        minutes = sum(int(n) * _UNITS[u] for n, u in parts)
+    if minutes > MAX_TTL_MINUTES:
+        raise SpecError("ttl", f"{text!r} is over the maximum of 366d", "use at most 366d")
+    return 0 if minutes == 0 else max(1, math.ceil(minutes))
 
 
 def duration(seconds: float) -> str:

@@ -38,7 +38,7 @@ def health(
     from gpufleet.remote import Group
 
     with Group(info) as group:
-        group.wait_ready(60)
+        group.wait_ready(60, refused_fails=True, progress=progress)
         reports = h.check_cluster(info, group)
         probe = None
         if fabric:

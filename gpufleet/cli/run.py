@@ -59,11 +59,15 @@ def run(
         bool, typer.Option(help="a public address on every node, not only the head")
     ] = False,
     ttl: Annotated[
-        str, typer.Option(help="node-side expiry of a created cluster: 30m, 4h, 1h30m")
-    ] = "4h",
-    ssh_cidr: Annotated[
-        list[str], typer.Option(help="CIDR allowed to SSH (repeat; default: your address)")
-    ] = [],  # noqa: B006
+        str,
+        typer.Option(
+            "--max-duration",
+            "--ttl",
+            help="hard expiry of a created cluster; while run lives it also renews a "
+            "lease, so its nodes go a few minutes after run dies",
+        ),
+    ] = "24h",
+    ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
     launcher: Annotated[str, typer.Option(help=LAUNCHERS_HELP)] = "torchrun",
     nproc_per_node: Annotated[
         int | None, typer.Option(help="ranks per node (default: the node's GPUs, or 1)")
@@ -84,6 +88,9 @@ def run(
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
+    fail_fast: Annotated[
+        bool, typer.Option(help="stop every node when the first one fails (default)")
+    ] = True,
     hosts: Annotated[
         str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
     ] = None,
@@ -123,8 +130,9 @@ def run(
     ports, option values, flags that cannot apply. On a cloud the plan summary ($/hour, TTL,
     total at TTL) is shown and confirmed on a terminal (--yes skips it).
 
-    Exits with the job's exit code (the first failing rank's), 2 on bad input, 124 after
-    --timeout, 130 on Ctrl-C, 143 on SIGTERM.
+    Exits with the job's exit code (the first failing rank's; the other nodes are stopped
+    unless --no-fail-fast), 5 when a node is lost, 6 when a node reached its expiry,
+    130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (a closed terminal).
     """
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.job import JobRequest
@@ -132,6 +140,8 @@ def run(
 
     if launcher not in LAUNCHERS:
         raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
+    if cluster is not None and not cluster.strip():
+        raise typer.BadParameter("give a cluster name", param_hint="--cluster")
     if not command:
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
@@ -154,7 +164,7 @@ def run(
     spec = None
     if cluster is None:
         spec = spec_from_flags(
-            name=name or "run-" + secrets.token_hex(3),
+            name="run-" + secrets.token_hex(3) if name is None else name,
             cloud=cloud,
             nodes=count or nodes or 2,
             **byo,
@@ -208,6 +218,7 @@ def run(
         setup=setup,
         keep=keep,
         health_gate=gate,
+        fail_fast=fail_fast,
         include=list(include),
         exclude=list(exclude),
         provision_options=byo_options,

@@ -6,7 +6,10 @@ one per-cluster user key is authorized. known_hosts is written from the generate
 host keys before anything connects. `down` stops exactly the processes it started
 (by PID, checked against their command line), any process a job left behind (found
 by the GPUFLEET_SANDBOX variable sshd sets in every session), and removes the files.
-A watchdog process per cluster does the same at the TTL if the CLI never comes back.
+A watchdog process per cluster is the nodes' own expiry, as the cloud-init timer is on a
+real node: it removes each node at min(hard expiry, lease), where the lease is the epoch
+seconds a live `run` keeps writing to the node's state directory (GPUFLEET_STATE_DIR).
+Sessions get the PATH of the environment gpufleet runs from, as a node image's python.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import getpass
 import ipaddress
+import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -34,10 +39,17 @@ SSHD_INSTALL = (
     "`sudo dnf install openssh-server` (Fedora/RHEL); macOS ships /usr/sbin/sshd"
 )
 START_TIMEOUT_S = 10.0
+WATCH_EVERY_S = float(os.environ.get("GPUFLEET_WATCHDOG_EVERY_S", 2.0))
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Paths from a node's workdir (<node dir>/work); sshd -D re-executes itself on SIGHUP.
 SANDBOX_HOST_KEYS = HostKeyRotation(
     key_file="../ssh_host_ed25519_key", reload='kill -HUP "$(cat ../sshd.pid)"', sudo=False
 )
+
+
+def node_path() -> str:
+    """PATH on a sandbox node: this environment's bin first (python, torchrun, pip)."""
+    return f"{Path(sys.executable).parent}:{SYSTEM_PATH}"
 
 
 def find_sshd() -> str:
@@ -117,7 +129,9 @@ def sshd_config(
             # Sessions carry the cluster name so `down` can find what a job left behind.
             # SHLVL=1 stops bash from sourcing ~/.bashrc for `ssh node cmd`: a sandbox node
             # should look like a fresh cloud node, not this machine's interactive shell.
-            f"SetEnv GPUFLEET_SANDBOX={cluster} GPUFLEET_NODE={node} SHLVL=1",
+            # PATH: the node image's python is the one gpufleet runs in (ranks, setup, exec).
+            f"SetEnv GPUFLEET_SANDBOX={cluster} GPUFLEET_NODE={node} SHLVL=1 "
+            f"GPUFLEET_STATE_DIR={node_dir} PATH={node_path()}",
             "",
         ]
     )
@@ -171,15 +185,35 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def sandbox_processes(cluster: str) -> list[int]:
-    """PIDs of sessions (and their children) that sandbox sshd started for this cluster."""
-    marker = f"GPUFLEET_SANDBOX={cluster}".encode()
+def sandbox_processes(cluster: str, node: str | None = None) -> list[int]:
+    """PIDs of sessions (and their children) that sandbox sshd started for this cluster.
+
+    The name alone is not enough: another $GPUFLEET_HOME (another user's tests, say) may
+    have a cluster of the same name, so the session's state dir must be under ours.
+    """
+    markers = {f"GPUFLEET_SANDBOX={cluster}".encode()}
+    if node:
+        markers.add(f"GPUFLEET_NODE={node}".encode())
+    ours = f"GPUFLEET_STATE_DIR={state.cluster_dir(cluster)}/".encode()
     found = []
     for p in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):
-            if marker in (p / "environ").read_bytes().split(b"\0"):
+            env = (p / "environ").read_bytes().split(b"\0")
+            if markers <= set(env) and any(e.startswith(ours) for e in env):
                 found.append(int(p.name))
     return [pid for pid in found if pid != os.getpid()]
+
+
+def folder_processes(cluster_dir: Path) -> list[int]:
+    """PIDs whose command line names the cluster's folder: its sshds and its watchdog."""
+    marker = str(cluster_dir) + "/"
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if marker in cmd + "/" and int(p.name) != os.getpid():
+                found.append(int(p.name))
+    return found
 
 
 def terminate(pids: list[int], grace_s: float = 3.0) -> None:
@@ -198,8 +232,13 @@ def terminate(pids: list[int], grace_s: float = 3.0) -> None:
 
 
 def stop_cluster_processes(cluster: str, pids: dict[str, int], cluster_dir: Path) -> None:
-    """Stop a sandbox cluster's sshds (only if they are still ours) and every session process."""
+    """Stop a sandbox cluster's sshds (only if they are still ours) and every session process.
+
+    Besides the recorded PIDs, anything whose command line names the cluster's folder is
+    stopped too, so a damaged or half-written state file still leaves nothing running.
+    """
     ours = [pid for pid in pids.values() if str(cluster_dir) in _cmdline(pid)]
+    ours = sorted(set(ours) | set(folder_processes(cluster_dir)))
     sessions = set(sandbox_processes(cluster))
     for pid in ours:
         sessions.update(_descendants(pid))
@@ -227,7 +266,14 @@ class LocalProvisioner:
         nodes: list[NodeInfo] = []
         procs: dict[str, subprocess.Popen] = {}
         pids: dict[str, int] = {}
+        uid = secrets.token_hex(8)  # tells this cluster from an earlier one of the same name
+        expires_at = spec.expiry()
         try:
+            if expires_at:
+                _write(cdir / "expires_at", f"{expires_at:.0f}\n", 0o644)
+            # The watchdog first: from here on, nothing this cluster starts can outlive it.
+            pids["watchdog"] = start_watchdog(spec.name, cdir, uid)
+            _record_pids(cdir, pids)
             for i, (name, addr) in enumerate(zip(node_names(spec.nodes), addresses, strict=True)):
                 ndir = cdir / "nodes" / name
                 host = generate_ed25519(f"{spec.name}-{name}")
@@ -259,6 +305,7 @@ class LocalProvisioner:
                 )
                 log.close()
                 pids[name] = procs[name].pid
+                _record_pids(cdir, pids)  # recorded before anything else can be lost
                 nodes.append(
                     NodeInfo(
                         name=name,
@@ -283,9 +330,14 @@ class LocalProvisioner:
                 known_hosts_path=str(cdir / "known_hosts"),
                 fabric="none",
                 python=sys.executable,
-                expires_at=spec.expiry(),
+                expires_at=expires_at,
                 env={"GLOO_SOCKET_IFNAME": "lo"},
-                provider={"pids": pids, "sshd": sshd},
+                provider={
+                    "pids": {k: v for k, v in pids.items() if k != "watchdog"},
+                    "sshd": sshd,
+                    "watchdog": pids["watchdog"],
+                    "uid": uid,
+                },
                 # The generated key plays the bootstrap key a cloud node gets in its user data;
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
                 host_key_rotation=SANDBOX_HOST_KEYS,
@@ -293,9 +345,6 @@ class LocalProvisioner:
             _write(cdir / "known_hosts", known_hosts(info), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
             self._wait_listening(info, procs, progress)
-            if info.expires_at:
-                info.provider["watchdog"] = start_watchdog(spec.name, info.expires_at)
-                state.save(info)
             return info
         except BaseException:
             stop_cluster_processes(spec.name, pids, cdir)
@@ -329,16 +378,12 @@ class LocalProvisioner:
         progress(f"{len(info.nodes)} sandbox nodes listening")
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
-        cdir = state.cluster_dir(info.name)
-        watchdog = info.provider.get("watchdog")
-        if (
-            watchdog
-            and int(watchdog) != os.getpid()
-            and "gpufleet.provision.local" in _cmdline(int(watchdog))
-        ):
-            terminate([int(watchdog)], grace_s=1.0)
-        stop_cluster_processes(info.name, info.provider.get("pids", {}), cdir)
+        stop_by_folder(info.name, info.provider.get("pids", {}), info.provider.get("watchdog"))
         progress(f"stopped {len(info.nodes)} sandbox nodes")
+
+    def extend(self, info: ClusterInfo, expires_at: float) -> None:
+        """Move the hard expiry the watchdog reads."""
+        _write(state.cluster_dir(info.name) / "expires_at", f"{expires_at:.0f}\n", 0o644)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)
@@ -358,10 +403,50 @@ def known_hosts(info: ClusterInfo) -> str:
     return render(info.nodes)
 
 
-def start_watchdog(cluster: str, expires_at: float) -> int:
-    """A detached process that tears the sandbox cluster down at its expiry time."""
+def _record_pids(cdir: Path, pids: dict[str, int]) -> None:
+    """pids.json beside the state: `down` reads it when cluster.json is missing or damaged."""
+    tmp = cdir / f"pids.json.{os.getpid()}.tmp"
+    _write(tmp, json.dumps(pids))
+    os.replace(tmp, cdir / "pids.json")
+
+
+def recorded_pids(cdir: Path) -> dict[str, int]:
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        data = json.loads((cdir / "pids.json").read_text())
+        return {str(k): int(v) for k, v in data.items()}
+    return {}
+
+
+def stop_by_folder(cluster: str, pids: dict[str, int], watchdog: int | None = None) -> None:
+    """Stop everything of a sandbox cluster, from its state, pids.json and its folder."""
+    cdir = state.cluster_dir(cluster)
+    every = {**recorded_pids(cdir), **pids}
+    dog = watchdog or every.pop("watchdog", None)
+    every.pop("watchdog", None)
+    if dog and int(dog) != os.getpid() and "gpufleet.provision.local" in _cmdline(int(dog)):
+        terminate([int(dog)], grace_s=1.0)
+    stop_cluster_processes(cluster, every, cdir)
+
+
+def stray_processes() -> list[int]:
+    """sshds and watchdogs (with their sessions) of sandbox clusters whose folder is gone."""
+    root = str(state.home() / "clusters") + "/"
+    out: list[int] = []
+    for p in Path("/proc").glob("[0-9]*"):
+        cmd = _cmdline(int(p.name))
+        if root not in cmd or int(p.name) == os.getpid():
+            continue
+        name = cmd.split(root, 1)[1].split("/", 1)[0].split()[0]
+        if name and not (state.home() / "clusters" / name).is_dir():
+            out.append(int(p.name))
+            out.extend(_descendants(int(p.name)))
+    return sorted(set(out))
+
+
+def start_watchdog(cluster: str, cdir: Path, uid: str) -> int:
+    """A detached process that removes each sandbox node at min(hard expiry, its lease)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpufleet.provision.local", "watchdog", cluster, str(expires_at)],
+        [sys.executable, "-m", "gpufleet.provision.local", "watchdog", cluster, f"{cdir}/", uid],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -371,14 +456,65 @@ def start_watchdog(cluster: str, expires_at: float) -> int:
     return proc.pid
 
 
-def _watchdog(cluster: str, expires_at: float) -> None:
-    while (left := expires_at - time.time()) > 0:
-        time.sleep(min(left, 60))
-    with contextlib.suppress(Exception):
-        info = state.load(cluster)
-        LocalProvisioner().down(info, lambda _m: None)
-        state.forget(cluster)
+def _read_epoch(path: Path) -> float | None:
+    with contextlib.suppress(OSError, ValueError):
+        return float(path.read_text().split()[0])
+    return None
+
+
+def _node_deadline(cdir: Path, node: str) -> float | None:
+    """When a node removes itself: min(hard expiry, lease); None: never."""
+    ends = [
+        t
+        for t in (_read_epoch(cdir / "expires_at"), _read_epoch(cdir / "nodes" / node / "lease"))
+        if t is not None
+    ]
+    return min(ends) if ends else None
+
+
+def _stop_node(cluster: str, cdir: Path, node: str, pid: int | None, when: float) -> None:
+    ndir = cdir / "nodes" / node
+    with contextlib.suppress(OSError):
+        (ndir / "expired").write_text(f"{when:.0f}\n")
+    ours = [pid] if pid and str(cdir) in _cmdline(pid) else []
+    procs = set(sandbox_processes(cluster, node))
+    for p in ours:
+        procs.update(_descendants(p))
+    terminate(sorted(procs) + ours, grace_s=2.0)
+
+
+def _watchdog(cluster: str, cdir: Path, uid: str) -> None:
+    """The sandbox nodes' own expiry; ends when its cluster is gone or was replaced."""
+    stopped: set[str] = set()
+    unreadable = 0
+    while True:
+        time.sleep(WATCH_EVERY_S)
+        if not cdir.is_dir():
+            return  # `down` removed the cluster
+        try:
+            data = json.loads((cdir / "cluster.json").read_text())
+            unreadable = 0
+        except (OSError, ValueError):
+            # still being created, or damaged: give creation time, then go on pids.json
+            unreadable += 1
+            data = {"provider": {"uid": uid, "pids": recorded_pids(cdir)}, "nodes": []}
+            if unreadable * WATCH_EVERY_S < 60:
+                continue
+        if data.get("provider", {}).get("uid") != uid:
+            return  # a newer cluster of the same name: not ours to remove
+        pids = {k: v for k, v in data["provider"].get("pids", {}).items() if k != "watchdog"}
+        names = [n["name"] for n in data.get("nodes", [])] or sorted(pids)
+        now = time.time()
+        for node in names:
+            when = _node_deadline(cdir, node)
+            if node not in stopped and when is not None and now >= when:
+                _stop_node(cluster, cdir, node, pids.get(node), when)
+                stopped.add(node)
+        if names and stopped >= set(names):
+            stop_cluster_processes(cluster, pids, cdir)
+            state.forget(cluster)
+            return
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["watchdog"]:
-    _watchdog(sys.argv[2], float(sys.argv[3]))
+    _watchdog(sys.argv[2], Path(sys.argv[3].rstrip("/")), sys.argv[4])

@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, SSHUnreachable
 from gpufleet.remote import knownhosts
+from gpufleet.signals import held, start_threads
 
 if TYPE_CHECKING:
     from components.spec import ClusterInfo, NodeInfo
 
 PID_MARK = "__GPUFLEET_PID__"
+KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
+PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel while a job runs
+LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
+FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
 Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
 _RETRYABLE = (OSError, EOFError)
 
@@ -44,6 +49,27 @@ def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
         f"kill -TERM -{pid} 2>/dev/null || exit 0; i=0; "
         f"while [ $i -lt {steps} ]; do kill -0 -{pid} 2>/dev/null || exit 0; "
         f"sleep 0.1; i=$((i+1)); done; kill -KILL -{pid} 2>/dev/null; exit 0"
+    )
+
+
+LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
+
+
+def lease_command(until: float | None) -> str:
+    """Write the lease (epoch seconds) into the node's gpufleet state directory, atomically;
+    None removes it (the hard expiry alone applies again).
+
+    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet, through
+    sudo when the SSH user cannot write there.
+    """
+    d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
+    if until is None:
+        return d + 'rm -f "$d/lease" 2>/dev/null || sudo -n rm -f "$d/lease"'
+    value = str(int(until))
+    return (
+        d
+        + f'{{ echo {value} > "$d/lease.tmp" && mv -f "$d/lease.tmp" "$d/lease"; }} 2>/dev/null || '
+        f'echo {value} | sudo -n tee "$d/lease" >/dev/null'
     )
 
 
@@ -124,6 +150,9 @@ class Group:
         self._tlock = threading.Lock() if share is None else share._tlock  # _transports
         self._node_locks: dict[str, threading.RLock] = {} if share is None else share._node_locks
         self._creds: tuple[Any, dict] | None = None if share is None else share._creds
+        self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
+        self.lost: dict[str, str] = {}  # node -> why it is considered lost
+        self._probing: set[str] = set()
 
     def subset(self, nodes: list[str]) -> Group:
         """A group of some of these nodes on the same connections (close() leaves them open)."""
@@ -165,11 +194,15 @@ class Group:
                 timeout=self.connect_timeout,
                 via=via,
             )
+            t.set_keepalive(KEEPALIVE_S)
             with self._tlock:
                 old = self._transports.get(node.name)
                 self._transports[node.name] = t
         if old is not None:
             old.close()
+        if self._stop.is_set():
+            t.close()
+            raise EOFError("group closed")
         return t
 
     def _transport(self, node: NodeInfo) -> Any:
@@ -187,13 +220,21 @@ class Group:
             out[futures[fut]] = fut.result()
         return {n.name: out[n.name] for n in nodes}
 
-    def wait_ready(self, timeout: float = 300.0) -> None:
+    def wait_ready(
+        self,
+        timeout: float = 300.0,
+        *,
+        refused_fails: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         """Connect to every node, retrying until `timeout`; a wrong host key fails at once.
 
         A node still serving the bootstrap host key from its user data gets a fresh one
-        here, on this first contact (remote/hostkeys.py).
+        here, on this first contact (remote/hostkeys.py). refused_fails: the cluster already
+        existed, so a refused connection means its node is gone (NodeRefused now), not
+        still booting.
         """
-        self._connect_all(timeout)
+        self._connect_all(timeout, refused_fails=refused_fails, progress=progress)
         if getattr(self.info, "host_key_rotation", None) and any(
             getattr(n, "bootstrap_host_key", False) for n in self.nodes
         ):
@@ -216,26 +257,74 @@ class Group:
         self.forget_pins()
         self._connect_all(timeout)
 
-    def _connect_all(self, timeout: float) -> None:
+    def _connect_all(
+        self,
+        timeout: float,
+        *,
+        refused_fails: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Attempts run in daemon threads and the caller polls, so Ctrl-C/SIGTERM in the
+        main thread take effect at once; close() ends the attempts."""
+        from gpufleet.errors import NodeRefused
+
         deadline = time.monotonic() + timeout
+        results: dict[str, str | None | BaseException] = {}
 
         def attempt(node: NodeInfo) -> str | None:
             delay, last = 0.05, "not tried"
-            while True:
+            while not self._stop.is_set():
                 try:
                     # not a fresh _connect: the head may already be up for a worker's tunnel
                     self._transport(node)
                     return None
                 except HostKeyMismatch:
                     raise
-                except Exception as e:  # paramiko raises a zoo: refused, banner, auth, EOF
+                except Exception as e:
+                    # refused: directly, or by the head for a worker's tunnel (code 2,
+                    # OPEN_CONNECT_FAILED, in paramiko's ChannelException)
+                    refused = isinstance(e, ConnectionRefusedError) or getattr(e, "code", 0) == 2
+                    if refused and refused_fails:
+                        raise NodeRefused(self.info.name, [node.name]) from e
                     last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 if time.monotonic() + delay > deadline:
                     return last
-                time.sleep(delay)
+                self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
+            return "cancelled"
 
-        failures = {k: v for k, v in self._map(attempt, self.nodes).items() if v}
+        def worker(node: NodeInfo) -> None:
+            try:
+                results[node.name] = attempt(node)
+            except BaseException as e:  # re-raised in the caller's thread
+                results[node.name] = e
+
+        threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in self.nodes]
+        start_threads(threads)
+        started, shown = time.monotonic(), time.monotonic()
+        try:
+            while len(results) < len(self.nodes):
+                time.sleep(0.05)  # polled: a signal reaches the main thread at once
+                errors = [e for e in results.values() if isinstance(e, BaseException)]
+                if errors:
+                    raise errors[0]
+                if progress and time.monotonic() - shown >= 10:
+                    shown = time.monotonic()
+                    left = [n.name for n in self.nodes if n.name not in results]
+                    progress(
+                        f"waiting for SSH on {', '.join(left)} "
+                        f"({shown - started:.0f}s of {timeout:.0f}s)"
+                    )
+        except BaseException:
+            self._stop.set()  # the attempts end within one connect timeout, off our clock
+            raise
+        errors = [e for e in results.values() if isinstance(e, BaseException)]
+        if errors:
+            refused = [e for e in errors if isinstance(e, NodeRefused)]
+            if refused:
+                raise NodeRefused(self.info.name, sorted(n for e in refused for n in e.nodes))
+            raise errors[0]
+        failures = {k: v for k, v in results.items() if isinstance(v, str)}
         if failures:
             raise SSHUnreachable(failures, timeout)
 
@@ -248,17 +337,67 @@ class Group:
         timeout: float | None = None,
         stdin: bytes | None = None,
         what: str | None = None,
+        fail_fast: bool = False,
+        liveness: bool = False,
     ) -> dict[str, HostResult]:
-        """Run on every node (or per-node commands) in its workdir; a failure raises GroupError."""
+        """Run on every node (or per-node commands) in its workdir; a failure raises GroupError.
+
+        fail_fast: the first node to fail (or be lost) stops the command on every other node.
+        liveness: probe each node while the command runs; one that answers nothing for
+        LOST_AFTER_S (or whose connection drops) is recorded in `lost` and its result ends.
+        """
         cmds = command if isinstance(command, dict) else {n.name: command for n in self.nodes}
         targets = [n for n in self.nodes if n.name in cmds]
-        results = self._map(
-            lambda n: self._run_one(n, cmds[n.name], stream, timeout, stdin), targets
-        )
+        done = threading.Event()
+        if liveness:
+            start_threads(
+                [threading.Thread(target=self._probe_loop, args=(n, done), daemon=True)
+                 for n in targets]
+            )  # fmt: skip
+        try:
+            with held():  # submit starts the pool's threads
+                futures = {
+                    self._pool.submit(
+                        self._run_one, n, cmds[n.name], stream, timeout, stdin
+                    ): n.name
+                    for n in targets
+                }
+            out: dict[str, HostResult] = {}
+            stopping = False
+            for fut in as_completed(futures):
+                r = fut.result()
+                out[futures[fut]] = r
+                if fail_fast and not r.ok and not stopping:
+                    stopping = True
+                    self.cancel(grace_s=FAIL_FAST_GRACE_S)
+        finally:
+            done.set()
+        results = {n.name: out[n.name] for n in targets}
         if check and not all(r.ok for r in results.values()):
             label = what or (command if isinstance(command, str) else "command")
             raise GroupError(label, results)
         return results
+
+    def _probe_loop(self, node: NodeInfo, done: threading.Event) -> None:
+        """Liveness of one node while a command runs: a channel open must succeed regularly."""
+        last_ok = time.monotonic()
+        while not done.wait(PROBE_EVERY_S) and not self._stop.is_set():
+            t = self._transports.get(node.name)
+            if t is None or not t.is_active():
+                if node.name in self._active:
+                    self.lost.setdefault(node.name, "its SSH connection dropped")
+                return
+            try:
+                chan = t.open_session(timeout=PROBE_EVERY_S)
+                chan.close()
+                last_ok = time.monotonic()
+            except Exception:
+                pass
+            silent = time.monotonic() - last_ok
+            if silent >= LOST_AFTER_S and not done.is_set():
+                self.lost.setdefault(node.name, f"no answer for {silent:.0f} s")
+                t.close()  # ends the pump on this node; the command is beyond our reach
+                return
 
     def _run_one(
         self,
@@ -281,8 +420,13 @@ class Group:
             if stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
-            timed_out = self._pump(chan, out, err, deadline)
+            timed_out = self._pump(chan, out, err, deadline, self._stop)
             if timed_out:
+                # a short timeout on a busy machine can beat the PID line: wait for it a bit
+                until = time.monotonic() + 3
+                while node.name not in self._pids and time.monotonic() < until:
+                    if not self._pump(chan, out, err, time.monotonic() + 0.1, self._stop):
+                        break  # the command ended by itself
                 self._kill(node)
                 return HostResult(
                     node.name,
@@ -294,11 +438,20 @@ class Group:
                     time.time(),
                 )
             code = chan.recv_exit_status()
+            transport = chan.get_transport()
+            if code == -1 and not (transport and transport.is_active()) or node.name in self.lost:
+                # no exit status and the connection is gone: the node went, not the command
+                why = self.lost.setdefault(node.name, "its SSH connection dropped")
+                return HostResult(
+                    node.name, None, out.close(), err.close(), f"lost: {why}", started, time.time()
+                )
             return HostResult(node.name, code, out.close(), err.close(), None, started, time.time())
         except HostKeyMismatch:
             raise
         except Exception as e:
             msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            if node.name in self.lost:
+                msg = f"lost: {self.lost[node.name]}"
             return HostResult(node.name, None, out.close(), err.close(), msg, started, time.time())
         finally:
             with self._lock:
@@ -307,7 +460,13 @@ class Group:
                 chan.close()
 
     @staticmethod
-    def _pump(chan: Any, out: _LineSplitter, err: _LineSplitter, deadline: float | None) -> bool:
+    def _pump(
+        chan: Any,
+        out: _LineSplitter,
+        err: _LineSplitter,
+        deadline: float | None,
+        stop: threading.Event,
+    ) -> bool:
         """Move output into the splitters until the command ends; True if the deadline hit."""
         while True:
             progressed = False
@@ -328,6 +487,8 @@ class Group:
                 return False
             if deadline is not None and time.monotonic() > deadline:
                 return True
+            if stop.is_set():
+                return False  # closed under us: the caller reports no exit status
             select.select([chan], [], [], 0.2)
 
     def hold(self, node_name: str, command: str, ready: str, timeout: float = 120.0) -> Any:
@@ -365,28 +526,56 @@ class Group:
         """Write relative path -> content under every node's workdir."""
         self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)
 
-    def _kill(self, node: NodeInfo) -> None:
+    def _kill(self, node: NodeInfo, grace_s: float = 5.0) -> None:
         pid = self._pids.get(node.name)
-        if pid is None:
+        if pid is None or node.name in self.lost:
             return
         try:
             chan = self._transport(node).open_session(timeout=self.connect_timeout)
-            chan.exec_command(kill_group_command(pid))
+            chan.exec_command(kill_group_command(pid, grace_s))
             chan.recv_exit_status()
             chan.close()
         except Exception:
             pass  # the node or connection is gone: nothing left to kill through it
 
-    def cancel(self) -> None:
+    def cancel(self, grace_s: float = 5.0) -> None:
         """Kill the process group of every command still running, on every node at once."""
         with self._lock:
             running = [n for n in self.nodes if n.name in self._active]
         if running:
             # not self._pool: its workers are the ones blocked on the commands being killed
-            with ThreadPoolExecutor(max_workers=len(running)) as pool:
-                wait([pool.submit(self._kill, n) for n in running], timeout=15)
+            pool = ThreadPoolExecutor(max_workers=len(running))
+            wait([pool.submit(self._kill, n, grace_s) for n in running], timeout=grace_s + 10)
+            pool.shutdown(wait=False)
+
+    def write_lease(self, until: float | None, timeout: float = 20.0) -> dict[str, str | None]:
+        """Renew the node-side lease: every node removes itself at min(expiry, `until`).
+
+        Runs on its own threads over the open connections (the group's workers may all be
+        busy with the job); node -> None, or why it failed.
+        """
+        cmd = lease_command(until)
+        out: dict[str, str | None] = {}
+
+        def one(node: NodeInfo) -> None:
+            try:
+                chan = self._transport(node).open_session(timeout=timeout)
+                chan.settimeout(timeout)
+                chan.exec_command(cmd)
+                code = chan.recv_exit_status()
+                chan.close()
+                out[node.name] = None if code == 0 else f"exit {code}"
+            except Exception as e:
+                out[node.name] = f"{type(e).__name__}: {e}"
+
+        threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in self.nodes]
+        start_threads(threads)
+        for t in threads:
+            t.join(timeout)
+        return {n.name: out.get(n.name, "timed out") for n in self.nodes}
 
     def close(self) -> None:
+        self._stop.set()
         transports = []
         if self._owner:
             with self._tlock:

@@ -33,3 +33,56 @@ def test_view_has_the_same_values_as_the_model():
 def test_missing_cluster():
     with pytest.raises(ClusterNotFound):
         state.load_view("nope")
+
+
+def test_a_second_lock_on_a_name_is_refused_while_the_first_is_held():
+    import pytest
+
+    from gpufleet.errors import ClusterBusy
+
+    with state.lock("n"):
+        assert state.locked("n")
+        with pytest.raises(ClusterBusy), state.lock("n"):
+            pass
+    assert not state.locked("n")
+    with state.lock("n"):  # released: free again
+        pass
+
+
+def test_a_damaged_record_is_state_damaged_with_a_fix(gpufleet_home):
+    import pytest
+
+    from gpufleet.errors import StateDamaged
+
+    d = state.cluster_dir("d")
+    d.mkdir(parents=True)
+    for text in ("", "{", "[]", '{"nodes": 3}', '{"name": "d", "nodes": [{"x": 1}]}'):
+        (d / "cluster.json").write_text(text)
+        with pytest.raises(StateDamaged) as e:
+            state.load("d")
+        assert "gpufleet down d" in e.value.hint
+    (d / "cluster.json").unlink()
+    with pytest.raises(StateDamaged, match="interrupted"):
+        state.load("d")  # a folder without a record, and nobody creating it
+
+
+def test_state_writes_are_atomic_and_leave_no_temp_files(gpufleet_home):
+    path = state.cluster_dir("a") / "x.json"
+    state._write_private(path, "one")
+    state._write_private(path, "two")
+    assert path.read_text() == "two"
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_an_owner_that_died_makes_the_cluster_an_orphan(gpufleet_home):
+    import subprocess
+
+    state.cluster_dir("o").mkdir(parents=True)
+    assert not state.orphaned("o")  # no owner: kept on purpose
+    state.set_owner("o")
+    assert not state.orphaned("o")  # this process is alive
+    p = subprocess.Popen(["true"])
+    state.set_owner("o", p.pid)
+    p.wait()
+    assert state.orphaned("o")

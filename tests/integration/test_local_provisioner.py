@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -48,21 +49,71 @@ def test_down_stops_only_its_own_processes(make_sandbox, gpufleet_home):
     assert sshd_of(gpufleet_home, "keep")
 
 
-def test_watchdog_tears_down_at_expiry(gpufleet_home):
-    info = LocalProvisioner().up(ClusterSpec.from_input({"name": "w", "nodes": 1}), lambda m: None)
+def _wait(cond, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return cond()
+
+
+def test_watchdog_tears_down_at_expiry(gpufleet_home, monkeypatch):
+    """The hard expiry: the watchdog removes nodes, record and itself; extend moves it."""
+    info = LocalProvisioner().up(ClusterSpec.from_input({"name": "w", "nodes": 2}), lambda m: None)
     try:
-        first_watchdog = info.provider["watchdog"]  # started by up() for the 4h default TTL
-        start_watchdog("w", time.time() + 0.5)
-        deadline = time.monotonic() + 15
-        while state.exists("w") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not state.exists("w")
-        assert not sshd_of(gpufleet_home, "w")
-        deadline = time.monotonic() + 5  # and the first watchdog was stopped by that teardown
-        while "watchdog" in _cmdline(first_watchdog) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "watchdog" not in _cmdline(first_watchdog)
+        dog = info.provider["watchdog"]
+        assert "watchdog" in _cmdline(dog)
+        cdir = state.cluster_dir("w")
+        # the watchdog reads the hard expiry from the cluster folder (what `extend` moves)
+        (cdir / "expires_at").write_text(f"{time.time():.0f}\n")
+        assert _wait(lambda: not state.exists("w"), 30)
+        assert not sshd_of(gpufleet_home, "w") and not leftovers("w")
+        assert _wait(lambda: "watchdog" not in _cmdline(dog), 10)
     finally:
         if state.exists("w"):
             LocalProvisioner().down(info, lambda m: None)
             state.forget("w")
+
+
+def test_lease_removes_only_the_node_whose_lease_ran_out(gpufleet_home):
+    """Shared design: a node goes at min(hard expiry, lease); no lease file: the expiry alone."""
+    info = LocalProvisioner().up(ClusterSpec.from_input({"name": "l", "nodes": 2}), lambda m: None)
+    try:
+        ndir = state.cluster_dir("l") / "nodes"
+        (ndir / "node-1" / "lease").write_text(f"{time.time() - 1:.0f}\n")
+        assert _wait(lambda: (ndir / "node-1" / "expired").exists(), 30)
+        assert _wait(lambda: not leftovers_of_node("l", "node-1"), 10)
+        assert state.exists("l")  # node-0 has no lease: only its 4 h expiry applies
+        assert LocalProvisioner().status(state.load("l")) == {
+            "node-0": "running",
+            "node-1": "stopped",
+        }
+        (ndir / "node-0" / "lease").write_text(f"{time.time() - 1:.0f}\n")
+        assert _wait(lambda: not state.exists("l"), 30)
+        assert not sshd_of(gpufleet_home, "l")
+    finally:
+        if state.exists("l"):
+            LocalProvisioner().down(info, lambda m: None)
+            state.forget("l")
+
+
+def leftovers_of_node(cluster: str, node: str) -> list[str]:
+    info = state.load(cluster)
+    pid = info.provider["pids"][node]
+    return [str(pid)] if str(state.cluster_dir(cluster)) in _cmdline(pid) else []
+
+
+def test_an_earlier_watchdog_leaves_a_newer_cluster_of_its_name_alone(gpufleet_home):
+    """A watchdog left by an earlier cluster `r` must not remove the next cluster named `r`."""
+    info = LocalProvisioner().up(ClusterSpec.from_input({"name": "r", "nodes": 1}), lambda m: None)
+    own = info.provider["watchdog"]
+    os.kill(own, signal.SIGSTOP)  # only the stray one may act while we look
+    try:
+        cdir = state.cluster_dir("r")
+        (cdir / "expires_at").write_text(f"{time.time() - 1:.0f}\n")  # due for removal
+        stray = start_watchdog("r", cdir, "uid-of-an-earlier-cluster")
+        assert _wait(lambda: "watchdog" not in _cmdline(stray), 20)
+        assert state.exists("r") and sshd_of(gpufleet_home, "r")
+    finally:
+        os.kill(own, signal.SIGCONT)
+        LocalProvisioner().down(info, lambda m: None)
+        state.forget("r")

@@ -53,7 +53,7 @@ CASES = [
      "max_cost: cannot enforce $100.00: price in eu-west-1 not known"),
     (["run", "--workdir", EXAMPLES, "--cloud", "aws", "-t", "p4d.24xlarge", "--max-cost", "100",
       "--", "train_ddp.py"],
-     "max_cost: 2 x p4d.24xlarge for 4h costs about $175.66, over 100 USD (the cap)"),
+     "max_cost: 2 x p4d.24xlarge for 24h costs about $1053.98, over 100 USD (the cap)"),
 ]  # fmt: skip
 
 

@@ -89,3 +89,16 @@ def test_group_rejects_unknown_node():
     )
     with pytest.raises(GpufleetError):
         Group(info, ["node-9"])
+
+
+def test_lease_command_writes_and_removes_the_lease_in_the_state_dir(tmp_path):
+    import subprocess
+
+    from gpufleet.remote.group import lease_command
+
+    env = {"GPUFLEET_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["sh", "-c", lease_command(1234567890.7)], env=env, check=True)
+    assert (tmp_path / "lease").read_text() == "1234567890\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lease"]
+    subprocess.run(["sh", "-c", lease_command(None)], env=env, check=True)
+    assert not (tmp_path / "lease").exists()
