@@ -152,6 +152,15 @@ class ClusterSpec(BaseModel):
                     f"{self.instance_type!r} means nothing on cloud={self.cloud}",
                     "drop --instance-type, or pick --cloud aws|gcp|azure",
                 )
+            for field, value in (("region", self.region), ("zone", self.zone)):
+                if value:
+                    raise SpecError(
+                        field,
+                        f"{value!r} means nothing on cloud={self.cloud}",
+                        f"drop --{field}, or pick --cloud aws|gcp|azure",
+                    )
+            if self.spot:
+                raise SpecError("spot", f"cloud={self.cloud} has no spot capacity", "drop --spot")
             if self.cloud in ("local", "vm") and (self.gpus_per_node or 0) > 0:
                 raise SpecError(
                     "gpus_per_node",
@@ -238,6 +247,11 @@ class ClusterSpec(BaseModel):
                     field,
                     "is not a ClusterSpec field",
                     "remove it; known fields: " + ", ".join(cls.model_fields),
+                ) from None
+            if err["type"] == "literal_error":
+                expected = err.get("ctx", {}).get("expected", "")
+                raise SpecError(
+                    field, f"{err['input']!r} is not one of {expected}", f"use one of {expected}"
                 ) from None
             raise SpecError(field, err["msg"], f"give {field} a valid value") from None
 

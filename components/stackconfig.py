@@ -126,7 +126,26 @@ def spec_from_config(config: dict[str, Any], stack: str = "") -> ClusterSpec:
     fields = {str(k): v for k, v in raw.items()}
     if stack:
         fields.setdefault("name", stack)
-    return ClusterSpec.from_input(fields)
+    spec = ClusterSpec.from_input(fields)
+    _same_region(config, spec)
+    return spec
+
+
+# The provider's own region setting: resources land there, whatever the spec says.
+PROVIDER_REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
+
+
+def _same_region(config: dict[str, Any], spec: ClusterSpec) -> None:
+    """A provider region that differs from the spec's would put the fleet in another region
+    than the one its catalog checks and price were for: an error before anything exists."""
+    key = PROVIDER_REGION_KEY.get(spec.cloud)
+    provider = config.get(key) if key else None
+    if provider and spec.region and str(provider) != spec.region:
+        raise SpecError(
+            "region",
+            f"the stack's {key} is {provider} but gpufleet:cluster.region is {spec.region}",
+            f"set {key} and region to the same region",
+        )
 
 
 def spec_from_stack(name: str, root: Path | None = None) -> ClusterSpec:

@@ -41,7 +41,20 @@ def run_exec(
             holder.spawn(info.name)
     failed = [r for r in results.values() if not r.ok]
     if as_json:
-        print_json({n: r.__dict__ for n, r in results.items()})
+        order = {n.name: i for i, n in enumerate(info.nodes)}
+        rows = [
+            {
+                "name": r.node,
+                "exit_code": r.exit_code,
+                "error": r.error,
+                "stdout": r.stdout,
+                "stderr": r.stderr,
+                "started": r.started,
+                "finished": r.finished,
+            }
+            for r in sorted(results.values(), key=lambda r: order.get(r.node, 0))
+        ]
+        print_json({"schema": 1, "kind": "exec", "cluster": info.name, "nodes": rows})
     elif failed:
         first = min(failed, key=lambda r: r.finished)
         for r in failed:

@@ -159,7 +159,8 @@ def fabric_probe(
     )
     group.put(launch.run_files(info, opts))
     commands = {n.name: launch.node_command(info, i, opts) for i, n in enumerate(info.nodes)}
-    results = group.run(commands, check=False, stream=stream, what="fabric probe")  # type: ignore[arg-type]
+    with launch.rendezvous(group, info, opts):
+        results = group.run(commands, check=False, stream=stream, what="fabric probe")  # type: ignore[arg-type]
     for line in results[info.head.name].stdout.splitlines():
         if line.startswith(PROBE_MARK):
             report = json.loads(line[len(PROBE_MARK) :])

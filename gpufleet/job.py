@@ -179,9 +179,10 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         progress(
             f"launching {req.launch.launcher} on {len(commands)} nodes (run {req.launch.run_id})"
         )
-        results = group.run(
-            commands, stream=stream, check=False, fail_fast=req.fail_fast, liveness=True
-        )
+        with launch.rendezvous(group, info, req.launch):
+            results = group.run(
+                commands, stream=stream, check=False, fail_fast=req.fail_fast, liveness=True
+            )
         if all(r.ok for r in results.values()):
             progress("job finished on every node")
             return 0

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from components.fabric import instance_nccl_env, library_paths
 from components.spec import ClusterInfo
@@ -11,7 +14,9 @@ from gpufleet import hostfile, sshconfig
 
 LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun", "deepspeed")
 WRAPPER = "rank_wrapper.py"
+STORE = "rendezvous_store.py"
 HOSTFILE = "hostfile"
+STORE_READY = "gpufleet-store-ready"
 # What the launchers that reach the nodes over OpenSSH themselves (mpirun, DeepSpeed's pdsh)
 # read: hosts named by their ssh-config aliases, and that config with node-to-node addresses.
 LAUNCH_HOSTFILE = "hosts"
@@ -69,20 +74,25 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
     node = info.nodes[node_index]
     exports = _exports(info, node_index, opts)
     if opts.launcher == "torchrun":
-        script, *args = opts.command
+        # c10d rendezvous on a store gpufleet hosts on the head for the job's whole lifetime
+        # (rendezvous_command), every agent a client (is_host=false): with the static
+        # backend the head's agent hosts the store and, exiting first, leaves the others'
+        # exit barrier talking to nobody (pytorch/pytorch#69520). Node order is restored
+        # by the rank wrapper, since c10d numbers nodes in its own order.
         torchrun = [
             info.python,
             "-m",
             "torch.distributed.run",
             f"--nnodes={len(info.nodes)}",
             f"--nproc-per-node={hostfile.slots(node, opts.nproc_per_node)}",
-            f"--node-rank={node_index}",
-            f"--master-addr={info.head.private_ip}",
-            f"--master-port={opts.master_port}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rendezvous_endpoint(info, opts)}",
+            f"--rdzv-id={opts.run_id}",
+            "--rdzv-conf=is_host=false",
+            f"--local-addr={node.private_ip}",
             "--max-restarts=0",
             f"{run_dir(opts)}/{WRAPPER}",
-            script,
-            *args,
+            *opts.command,
         ]
         return f"{exports}; exec {shlex.join(torchrun)}"
     if opts.launcher == "none":
@@ -124,6 +134,31 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
     raise ValueError(f"unknown launcher {opts.launcher!r}")
 
 
+def rendezvous_endpoint(info: ClusterInfo, opts: LaunchOptions) -> str:
+    """host:port of the job's rendezvous store (on the head, at the master port)."""
+    host = info.head.private_ip
+    return f"[{host}]:{opts.master_port}" if ":" in host else f"{host}:{opts.master_port}"
+
+
+def rendezvous_command(info: ClusterInfo, opts: LaunchOptions) -> str:
+    """The head's store process: up before any agent, gone when gpufleet closes its stdin."""
+    store = [info.python, f"{run_dir(opts)}/{STORE}", str(opts.master_port)]
+    return f"exec {shlex.join(store)}"
+
+
+@contextmanager
+def rendezvous(group: Any, info: ClusterInfo, opts: LaunchOptions) -> Iterator[None]:
+    """torchrun: host the job's rendezvous store on the head while the block runs."""
+    if opts.launcher != "torchrun":
+        yield
+        return
+    chan = group.hold(info.head.name, rendezvous_command(info, opts), STORE_READY)
+    try:
+        yield
+    finally:
+        chan.close()
+
+
 def _on_node(run_dir_: str, name: str) -> str:
     """A run file's absolute path on the node, for the shell to expand there."""
     return f"$PWD/{shlex.quote(run_dir_ + '/' + name)}"
@@ -141,6 +176,7 @@ def run_files(info: ClusterInfo, opts: LaunchOptions) -> dict[str, str]:
     files = {
         f"{d}/{HOSTFILE}": hostfile.render(info, "openmpi", opts.nproc_per_node),
         f"{d}/{WRAPPER}": RANK_WRAPPER,
+        f"{d}/{STORE}": RENDEZVOUS_STORE,
     }
     if opts.launcher in ("mpirun", "deepspeed"):
         files[f"{d}/{LAUNCH_HOSTFILE}"] = hostfile.render(
@@ -154,10 +190,37 @@ def run_files(info: ClusterInfo, opts: LaunchOptions) -> dict[str, str]:
     return files
 
 
-# Runs the user's script as __main__ and, when it fails, records "<exit code> <unix time>" in
-# rank-$RANK.rc next to itself: torchrun itself only reports 1, the job's own code lives here.
+# The job's c10d rendezvous store: serves until its stdin closes (gpufleet closes the channel
+# after every node's agent has exited, or the connection drops because gpufleet died).
+RENDEZVOUS_STORE = f'''\
+"""gpufleet rendezvous store: a TCPStore that outlives every torchrun agent of the job."""
+import os
+import sys
+from datetime import timedelta
+
+from torch.distributed import TCPStore
+
+store = TCPStore(
+    "127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,
+    timeout=timedelta(hours=1),
+)
+print("{STORE_READY}", flush=True)
+# Later messages go to a file: nobody reads this channel's output until it closes.
+log = os.open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "store.log"),
+              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.dup2(log, 1)
+os.dup2(log, 2)
+sys.stdin.read()
+'''
+
+
+# Runs the user's script (or `-m module`) as __main__ and, when it fails, records
+# "<exit code> <unix time>" in rank-$RANK.rc next to itself: torchrun itself only reports 1,
+# the job's own code lives here. Ranks follow gpufleet's node order (node-K holds ranks
+# sum(slots[:K]) ...), whatever order the c10d rendezvous numbered the nodes in; every rank
+# is a client of the agents' store, so renumbering them is consistent.
 RANK_WRAPPER = '''\
-"""gpufleet rank wrapper: run a script as __main__, record a failing exit code."""
+"""gpufleet rank wrapper: run a script or module as __main__, record a failing exit code."""
 import os
 import runpy
 import sys
@@ -165,12 +228,25 @@ import time
 import traceback
 
 _here = os.path.dirname(os.path.abspath(__file__))
-_script = sys.argv[1]
-sys.argv = sys.argv[1:]
-sys.path.insert(0, os.path.dirname(os.path.abspath(_script)))
+_slots = os.environ.get("GPUFLEET_SLOTS_PER_NODE")
+_node = os.environ.get("GPUFLEET_NODE_RANK")
+if _slots and _node is not None and "LOCAL_RANK" in os.environ:
+    _k = int(_node)
+    _rank = sum(int(s) for s in _slots.split(",")[:_k]) + int(os.environ["LOCAL_RANK"])
+    os.environ.update(RANK=str(_rank), GROUP_RANK=str(_k), ROLE_RANK=str(_rank))
+_module = sys.argv[1] == "-m"
+_target = sys.argv[2] if _module else sys.argv[1]
+sys.argv = sys.argv[2:] if _module else sys.argv[1:]
+if not _module:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(_target)))
+else:
+    sys.path.insert(0, os.getcwd())
 _code = 0
 try:
-    runpy.run_path(_script, run_name="__main__")
+    if _module:
+        runpy.run_module(_target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(_target, run_name="__main__")
 except SystemExit as e:
     if e.code is None:
         _code = 0

@@ -5,25 +5,92 @@ from __future__ import annotations
 import os
 import sys
 
+EXIT_CODES = """Exit codes: 0 success; 1 a job or remote command failed (run: the job's own code);
+2 bad input (flags, spec, unknown cluster, missing tool, over --max-cost); 3 a node's host key
+did not match the pinned one; 4 a node did not answer SSH; 5 health checks failed, or run
+lost a node; 6 a node reached its expiry during run; 124 run --timeout; 129 SIGHUP;
+130 Ctrl-C; 143 SIGTERM. --debug (or GPUFLEET_DEBUG=1) prints the traceback of an error."""
+
 
 def build_app():
     """The typer app with every command group (built on demand: exec's fast path skips it)."""
     import typer
 
-    from gpufleet.cli import catalog, cluster, health, image, plan, remote, run, runs, sync
+    from gpufleet.cli import (
+        catalog,
+        cluster,
+        completion,
+        health,
+        image,
+        plan,
+        remote,
+        root,
+        run,
+        runs,
+        setup,
+        sync,
+    )
 
     app = typer.Typer(
         name="gpufleet",
         help="Multi-node GPU clusters as code: create, run distributed jobs, tear down.",
+        epilog=EXIT_CODES,
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=False,  # `gpufleet completion bash|zsh|fish` instead: no shell detection
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # rich help costs ~90 ms of imports on every command
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    for module in (cluster, remote, run, runs, sync, catalog, plan, image, health):
+
+    app.callback()(root.root)
+    for module in (
+        cluster,
+        remote,
+        run,
+        runs,
+        sync,
+        catalog,
+        plan,
+        image,
+        health,
+        setup,
+        completion,
+    ):
         module.register(app)
     return app
+
+
+COMPLETE_VAR = "_GPUFLEET_COMPLETE"
+
+
+def build_command():
+    """The click command behind the app, with a word for every value in --help (not <str>)."""
+    import typer
+
+    if COMPLETE_VAR in os.environ:  # a shell asks for completions (`gpufleet completion SHELL`)
+        from typer._completion_classes import completion_init
+
+        completion_init()
+
+    command = typer.main.get_command(build_app())
+    _metavars(command)
+    return command
+
+
+def _metavars(command) -> None:
+
+    for param in command.params:
+        if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
+            param.metavar = param.name.upper()
+        if param.param_type_name == "argument":
+            # typer writes arguments as {NAME} <str> in help; say NAME, [NAME] when optional
+            param.display_type_rich = lambda ctx: None
+            param._usage_display_name = lambda p=param: (
+                (p.metavar if p.required else f"[{p.metavar}]")
+                + ("..." if p.nargs != 1 and not p.metavar.endswith("...") else "")
+            )
+    for sub in getattr(command, "commands", {}).values():
+        _metavars(sub)
 
 
 def _fast_exec(args: list[str]) -> int | None:
@@ -68,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             fast = _fast_sync(args)
         if fast is not None:
             return fast
-        build_app()(args=args, prog_name="gpufleet")
+        build_command().main(args=args, prog_name="gpufleet")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except GpufleetError as e:

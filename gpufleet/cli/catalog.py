@@ -52,22 +52,27 @@ def row(t: InstanceType) -> tuple[str, ...]:
 
 
 def catalog(
-    cloud: Annotated[str | None, typer.Option(help="aws | gcp | azure")] = None,
+    cloud: Annotated[str | None, typer.Option(help="aws | gcp | azure (any case)")] = None,
     gpu: Annotated[
         str | None, typer.Option(help="GPU model substring, any case: H100, a10g, 80GB")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="every field, as JSON")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="every field (catalog.schema.json)")
+    ] = False,
 ) -> None:
     """List GPU instance types: GPUs, memory, vCPU, RAM, fabric and NICs, NVSwitch, $/hour."""
     from components import catalog as cat
     from components.errors import SpecError
 
+    cloud = cloud.strip().lower() if cloud is not None else None
     if cloud is not None and cloud not in cat.CLOUDS:
         clouds = ", ".join(cat.CLOUDS)
         raise SpecError("cloud", f"{cloud!r} has no catalog", f"use one of {clouds}")
     found = cat.types(cloud, gpu)
     if as_json:
-        print_json([t.as_dict() for t in found])
+        from gpufleet.cli.documents import envelope
+
+        print_json(envelope("catalog", instance_types=[t.as_dict() for t in found]))
         return
     if not found:
         typer.echo("no instance type matches", err=True)

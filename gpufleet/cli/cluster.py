@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from components.errors import SpecError
-from gpufleet.cli.common import parse_pairs, parse_ttl, print_json, progress
+from gpufleet.cli.common import console, parse_pairs, parse_ttl, print_json, progress
 
 
 def spec_from_flags(**flags: object):
@@ -27,22 +27,35 @@ def _auto_name() -> str:
 
 
 def up(
-    name: Annotated[str | None, typer.Option("--name", "-n", help="cluster name")] = None,
-    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
-    nodes: Annotated[
-        int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
-    instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
-    region: Annotated[str | None, typer.Option()] = None,
-    zone: Annotated[str | None, typer.Option()] = None,
-    spot: Annotated[bool, typer.Option(help="use spot/preemptible capacity")] = False,
+    cloud: Annotated[
+        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
+    ] = "local",
+    nodes: Annotated[
+        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
+    ] = None,
+    instance_type: Annotated[
+        str | None,
+        typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
+    ] = None,
+    zone: Annotated[
+        str | None, typer.Option(help="zone within the region (default: the cloud picks)")
+    ] = None,
+    spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
     public_workers: Annotated[
         bool, typer.Option(help="a public address on every node, not only the head")
     ] = False,
     ttl: Annotated[
-        str, typer.Option(help="node-side expiry, e.g. 4h (0: none, local only)")
+        str, typer.Option(help="node-side expiry: 30m, 4h, 1h30m (0: none, local only)")
     ] = "4h",
-    ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
+    ssh_cidr: Annotated[
+        list[str], typer.Option(help="CIDR allowed to SSH (repeat; default: your address)")
+    ] = [],  # noqa: B006
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
@@ -60,13 +73,31 @@ def up(
         bool,
         typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print the ClusterInfo as JSON")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the plan summary, create nothing")
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(help="USD cap: refuse when the cost at TTL is over it (or unknown)"),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the cluster document (cluster.schema.json)")
+    ] = False,
 ) -> None:
-    """Create a cluster and wait until every node answers SSH."""
-    from gpufleet import ops
+    """Create a cluster and wait until every node answers SSH.
+
+    On a cloud, the plan summary ($/hour, TTL, total at TTL) is shown and confirmed first on a
+    terminal; --yes skips the question, --dry-run stops after it.
+    """
+    from gpufleet import cost, ops, validate
+    from gpufleet.cli import documents, spend
     from gpufleet.provision.ssh import from_flags
     from gpufleet.remote import Group
 
+    cloud = validate.cloud_name(cloud)
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     count = byo.pop("nodes", None)
     if nodes is not None and count is not None and nodes != count:
@@ -86,6 +117,7 @@ def up(
         tags=parse_pairs(tag, "tag"),
         image=image,
     )
+    est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
     options = {"backend": backend} if backend else dict(byo_options)
     started = time.monotonic()
     progress(f"creating {spec.nodes} {spec.cloud} nodes for cluster {spec.name}")
@@ -99,11 +131,64 @@ def up(
         raise
     progress(f"cluster {spec.name} ready in {time.monotonic() - started:.1f}s")
     if as_json:
-        print_json(info.model_dump())
-    else:
-        for n in info.nodes:
-            reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
-            typer.echo(f"{n.name}\t{reach}\t{n.private_ip}\tgpus={n.gpus}")
+        doc = documents.cluster(
+            info,
+            {n.name: "running" for n in info.nodes},
+            state="ready",
+            usd_per_hour=est.usd_per_hour,
+            region=spec.effective_region,
+        )
+        print_json(documents.envelope("cluster", **doc))
+        return
+    table = _table(("node", "address", "private_ip", "GPUs"))
+    for n in info.nodes:
+        reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
+        table.add_row(n.name, reach, n.private_ip, str(n.gpus))
+    console().print(table)
+    if est.usd_per_hour:
+        progress(f"about {cost.money(est.usd_per_hour)}/hour until `gpufleet down {spec.name}`")
+
+
+def _table(columns: tuple[str, ...], title: str | None = None):
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for col in columns:
+        table.add_column(col.upper(), no_wrap=True)
+    return table
+
+
+def _when(epoch: float | None) -> str:
+    """Local time with its zone, as `sky status` shows it."""
+    return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(epoch)) if epoch else "-"
+
+
+def _age(epoch: float | None) -> str:
+    if not epoch:
+        return "-"
+    s = max(0, int(time.time() - epoch))
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def _recorded(name: str) -> tuple[object | None, object | None]:
+    """(ClusterInfo, Estimate) of a recorded cluster; (None, None) when unreadable."""
+    from gpufleet import cost, state
+
+    try:
+        info = state.load(name)
+    except Exception:
+        return None, None
+    try:
+        spec = state.load_spec(name)
+        est = cost.estimate(spec) if spec is not None else None
+    except Exception:
+        est = None
+    return info, est
 
 
 def down(
@@ -206,79 +291,93 @@ def sweep(
 
 def status(
     name: Annotated[str, typer.Argument(help="cluster name")],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the cluster document (cluster.schema.json)")
+    ] = False,
 ) -> None:
-    """Show a cluster's nodes and whether each is running."""
-    from gpufleet import state
+    """Show a cluster: type, expiry, $/hour, and whether each node is running."""
+    from gpufleet.cli import documents
     from gpufleet.provision import for_cloud
 
-    info = state.load(name)
-    states = for_cloud(info.cloud).status(info)
-    rows = [
-        {
-            "node": n.name,
-            "state": states.get(n.name, "unknown"),
-            "public_ip": n.public_ip,
-            "private_ip": n.private_ip,
-            "ssh_port": n.ssh_port,
-            "gpus": n.gpus,
-        }
-        for n in info.nodes
-    ]
-    if as_json:
-        print_json(
-            {"name": info.name, "cloud": info.cloud, "expires_at": info.expires_at, "nodes": rows}
-        )
-        return
-    from rich.console import Console
-    from rich.table import Table
+    info, est = _recorded(name)
+    if info is None:
+        from gpufleet import state
 
-    table = Table(title=f"{info.name} ({info.cloud}, {info.instance_type}, fabric {info.fabric})")
-    for col in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus"):
-        table.add_column(col)
-    for r in rows:
+        state.load(name)  # raises the right error (not found, unreadable)
+    states = for_cloud(info.cloud).status(info)
+    doc = documents.cluster(
+        info,
+        states,
+        usd_per_hour=est.usd_per_hour if est else None,
+        region=est.region if est else None,
+    )
+    if as_json:
+        print_json(documents.envelope("cluster", **doc))
+        return
+    price = f", ${est.usd_per_hour:.2f}/h" if est and est.usd_per_hour else ""
+    out = console()
+    out.print(
+        f"{info.name}: {info.cloud}, {info.instance_type or info.cloud}, fabric {info.fabric}"
+        f"{price}; created {_when(info.created_at)}, expires {_when(info.expires_at)}"
+    )
+    table = _table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
+    for n in doc["nodes"]:
         table.add_row(
             *(
-                "-" if r[c] is None else str(r[c])  # no public address: reached through the head
-                for c in ("node", "state", "public_ip", "private_ip", "ssh_port", "gpus")
+                "-" if n[c] is None else str(n[c])  # no public address: reached through the head
+                for c in ("name", "state", "public_ip", "private_ip", "ssh_port", "gpus")
             )
         )
-    Console().print(table)
+    out.print(table)
 
 
-def list_clusters(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List recorded clusters."""
+def list_clusters(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the cluster list (cluster-list.schema.json)")
+    ] = False,
+) -> None:
+    """List recorded clusters: state, age, expiry, nodes, type, $/hour."""
     from gpufleet import state
+    from gpufleet.cli import documents
 
-    rows = []
+    docs = []
     for name in state.names():
-        try:
-            info = state.load(name)
-        except Exception:
-            what = "being created" if state.locked(name) else "damaged"
-            rows.append({"name": name, "cloud": "?", "nodes": 0, "expires_at": None, "state": what})
+        info, est = _recorded(name)
+        if info is None:
+            doc = documents.incomplete(name)
+            doc["state"] = "being created" if state.locked(name) else "damaged"
+            docs.append(doc)
             continue
-        rows.append(
-            {
-                "name": name,
-                "cloud": info.cloud,
-                "nodes": len(info.nodes),
-                "expires_at": info.expires_at,
-                "state": "orphaned" if state.orphaned(name) else "recorded",
-            }
+        expired = info.expires_at is not None and info.expires_at < time.time()
+        docs.append(
+            documents.cluster(
+                info,
+                state="orphaned"
+                if state.orphaned(name)
+                else ("expired" if expired else "recorded"),
+                usd_per_hour=est.usd_per_hour if est else None,
+                region=est.region if est else None,
+            )
         )
     if as_json:
-        print_json(rows)
+        print_json(documents.envelope("cluster-list", clusters=docs))
         return
-    for r in rows:
-        exp = "-"
-        if r["expires_at"]:
-            try:
-                exp = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["expires_at"]))
-            except (OverflowError, OSError, ValueError):
-                exp = "never"
-        extra = "" if r["state"] == "recorded" else f"\t{r['state']}"
-        typer.echo(f"{r['name']}\t{r['cloud']}\t{r['nodes']} nodes\texpires {exp}{extra}")
+    if not docs:
+        typer.echo("no clusters (create one with `gpufleet up` or `gpufleet run`)")
+        return
+    table = _table(("name", "cloud", "state", "age", "expires", "nodes", "type", "$/h"))
+    for d in docs:
+        table.add_row(
+            d["name"],
+            d["cloud"] or "?",
+            d["state"],
+            _age(d["created_at"]),
+            _when(d["expires_at"]),
+            str(len(d["nodes"])),
+            d["instance_type"] or "-",
+            f"{d['usd_per_hour']:.2f}" if d["usd_per_hour"] else "-",
+        )
+    console().print(table)
 
 
 def register(app: typer.Typer) -> None:

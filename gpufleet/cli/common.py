@@ -26,16 +26,17 @@ def progress(message: str) -> None:
         sys.stderr.flush()
 
 
-def node_printer(color: bool | None = None):
-    """A stream callback printing `[node-K] line`, stdout lines to stdout, stderr to stderr."""
-    tty = sys.stdout.isatty() if color is None else color
+def node_printer(color: bool | None = None, to_stderr: bool = False):
+    """A stream callback printing `[node-K] line`, stdout lines to stdout, stderr to stderr
+    (to_stderr: everything to stderr, when stdout carries a JSON document)."""
+    tty = (sys.stderr if to_stderr else sys.stdout).isatty() if color is None else color
 
     def emit(node: str, line: str, is_err: bool) -> None:
         prefix = f"[{node}]"
         if tty:
             k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
             prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
-        out = sys.stderr if is_err else sys.stdout
+        out = sys.stderr if is_err or to_stderr else sys.stdout
         with _lock, contextlib.suppress(OSError, ValueError):
             out.write(f"{prefix} {line}\n")
             out.flush()
@@ -69,6 +70,17 @@ def parse_ttl(text: str) -> int:
     return 0 if minutes == 0 else max(1, math.ceil(minutes))
 
 
+def duration(seconds: float) -> str:
+    """12.3s, 4m05s, 2h03m."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
 def parse_pairs(items: list[str], field: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -80,6 +92,7 @@ def parse_pairs(items: list[str], field: str) -> dict[str, str]:
 
 
 def print_json(data: Any) -> None:
+    """One JSON document on stdout (keys in the order built: the documented schema's)."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 

@@ -15,40 +15,63 @@ def health(
         bool, typer.Option("--fabric", help="also run the all-reduce probe across the cluster")
     ] = False,
     sizes: Annotated[
-        str | None, typer.Option(help="probe message sizes in bytes, comma-separated")
+        str | None,
+        typer.Option(help="probe message sizes, comma-separated: 65536,1M,256MiB (with --fabric)"),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the health document (health.schema.json)")
+    ] = False,
 ) -> None:
-    """Check every node (GPUs, driver, ECC, NVLink, fabric, runtime); exit 5 if any fails."""
+    """Check every node (GPUs, driver, ECC, NVLink, fabric, runtime); exit 5 if any fails.
+
+    Exit codes: 0 healthy, 5 a node failed its checks, 4 a node did not answer SSH,
+    2 bad input (unknown cluster, bad --sizes).
+    """
     from gpufleet import health as h
-    from gpufleet import state
+    from gpufleet import state, validate
+    from gpufleet.cli import documents
+
+    if sizes is not None and not fabric:
+        raise typer.BadParameter("--sizes applies to the probe: add --fabric", param_hint="--sizes")
+    sizes = validate.sizes(sizes)
+    info = state.load(name)
     from gpufleet.remote import Group
 
-    info = state.load(name)
     with Group(info) as group:
         group.wait_ready(60, refused_fails=True, progress=progress)
         reports = h.check_cluster(info, group)
         probe = None
         if fabric:
             progress(f"all-reduce probe across {len(info.nodes)} nodes")
-            probe = h.fabric_probe(info, group, sizes, stream=None if as_json else node_printer())
+            stream = None if as_json else _without_protocol(node_printer(), h.PROBE_MARK)
+            probe = h.fabric_probe(info, group, sizes, stream=stream)
     ok = all(r.ok for r in reports.values())
     if as_json:
+        nodes = [
+            {"name": n, "ok": r.ok, "error": r.error, "checks": r.checks}
+            for n, r in sorted(reports.items(), key=lambda kv: _index(kv[0]))
+        ]
         print_json(
-            {
-                "cluster": name,
-                "ok": ok,
-                "nodes": {
-                    n: {"ok": r.ok, "error": r.error, "checks": r.checks}
-                    for n, r in reports.items()
-                },
-                "fabric_probe": probe,
-            }
+            documents.envelope("health", cluster=name, ok=ok, nodes=nodes, fabric_probe=probe)
         )
     else:
         _print(name, reports, probe)
     if not ok:
         raise typer.Exit(h.UnhealthyCluster.exit_code)
+
+
+def _index(node: str) -> int:
+    return int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
+
+
+def _without_protocol(stream, mark: str):
+    """The probe's machine-readable report line is for gpufleet, not for the screen."""
+
+    def emit(node: str, line: str, is_err: bool) -> None:
+        if not line.startswith(mark):
+            stream(node, line, is_err)
+
+    return emit
 
 
 def _print(name: str, reports: dict, probe: dict | None) -> None:
@@ -58,7 +81,7 @@ def _print(name: str, reports: dict, probe: dict | None) -> None:
     table = Table(title=f"health of {name}")
     for col in ("node", "verdict", "why"):
         table.add_column(col, overflow="fold")
-    for node, r in reports.items():
+    for node, r in sorted(reports.items(), key=lambda kv: _index(kv[0])):
         verdict = "[green]pass[/green]" if r.ok else "[red]FAIL[/red]"
         table.add_row(node, verdict, "; ".join(r.reasons))
     out.print(table)

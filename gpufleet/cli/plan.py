@@ -19,18 +19,21 @@ def plan(
         ),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="the whole plan, inputs included")
+        bool, typer.Option("--json", help="the whole plan, inputs included (plan.schema.json)")
     ] = False,
 ) -> None:
     """Every resource a stack would register, and the fleet's $/hour; no credentials needed."""
     from components.stackconfig import stack_file
     from gpufleet.cli.common import progress
+    from gpufleet.cli.documents import envelope
     from gpufleet.plan import plan_stack
 
     doc = plan_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
+    # Pulumi registers resources in the order their inputs resolve, which varies run to run.
+    doc["resources"] = sorted(doc["resources"], key=lambda r: (r["type"], r["name"]))
     if as_json:
-        print_json(doc)
+        print_json(envelope("plan", **doc))
         return
     from rich.table import Table
 

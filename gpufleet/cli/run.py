@@ -8,25 +8,53 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, progress
+from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, print_json, progress
+
+LAUNCHERS_HELP = (
+    "torchrun (script or -m module) | mpirun | deepspeed (script) | none (shell command)"
+)
+
+
+def given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` the user typed (not defaults)."""
+    return [n for n in names if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"]
 
 
 def run(
-    command: Annotated[list[str], typer.Argument(help="after --: script [args] (torchrun) or CMD")],
+    ctx: typer.Context,
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            help="after --: SCRIPT [ARGS] or -m MODULE [ARGS] (torchrun, mpirun), "
+            "or a shell command (--launcher none)",
+            metavar="-- JOB...",
+        ),
+    ],
     cluster: Annotated[
-        str | None, typer.Option(help="reuse this cluster (kept afterwards)")
+        str | None,
+        typer.Option(help="run on this existing cluster (kept afterwards) instead of creating one"),
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", "-n", help="name of the new cluster")
+        str | None,
+        typer.Option("--name", "-n", help="name of the new cluster (default: run-XXXXXX)"),
     ] = None,
-    cloud: Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure")] = "local",
+    cloud: Annotated[
+        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
+    ] = "local",
     nodes: Annotated[
-        int | None, typer.Option(help="number of nodes (default 2; ssh: the hosts)")
+        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
     ] = None,
-    instance_type: Annotated[str | None, typer.Option("--instance-type", "-t")] = None,
-    region: Annotated[str | None, typer.Option()] = None,
-    zone: Annotated[str | None, typer.Option()] = None,
-    spot: Annotated[bool, typer.Option()] = False,
+    instance_type: Annotated[
+        str | None,
+        typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
+    ] = None,
+    zone: Annotated[
+        str | None, typer.Option(help="zone within the region (default: the cloud picks)")
+    ] = None,
+    spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
     public_workers: Annotated[
         bool, typer.Option(help="a public address on every node, not only the head")
     ] = False,
@@ -40,17 +68,17 @@ def run(
         ),
     ] = "24h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
-    launcher: Annotated[
-        str, typer.Option(help="torchrun | none | mpirun | deepspeed")
-    ] = "torchrun",
+    launcher: Annotated[str, typer.Option(help=LAUNCHERS_HELP)] = "torchrun",
     nproc_per_node: Annotated[
-        int | None, typer.Option(help="ranks per node (default: GPUs or 1)")
+        int | None, typer.Option(help="ranks per node (default: the node's GPUs, or 1)")
     ] = None,
     master_port: Annotated[
-        int | None, typer.Option(help="rendezvous port (default: random)")
+        int | None, typer.Option(help="rendezvous port, 1024-65535 (default: random)")
     ] = None,
     env: Annotated[list[str], typer.Option("--env", "-e", help="KEY=VALUE for every rank")] = [],  # noqa: B006
-    workdir: Annotated[Path, typer.Option(help="directory copied to every node")] = Path("."),
+    workdir: Annotated[
+        Path, typer.Option(help="directory copied to every node; the job runs in it")
+    ] = Path("."),
     include: Annotated[
         list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
     ] = [],  # noqa: B006
@@ -85,8 +113,22 @@ def run(
         str | None,
         typer.Option(help="stop the whole run after this long (e.g. 45m, 2h); exit 124"),
     ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the plan and the job, create nothing")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="one run-result document on stdout; node output to stderr"),
+    ] = False,
 ) -> None:
     """Create a cluster (or reuse one), run a distributed job on it, and tear it down.
+
+    Everything is checked before a node is created: the script (or -m module) in --workdir,
+    ports, option values, flags that cannot apply. On a cloud the plan summary ($/hour, TTL,
+    total at TTL) is shown and confirmed on a terminal (--yes skips it).
 
     Exits with the job's exit code (the first failing rank's; the other nodes are stopped
     unless --no-fail-fast), 5 when a node is lost, 6 when a node reached its expiry,
@@ -105,8 +147,16 @@ def run(
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
     from components.errors import SpecError
+    from gpufleet import state, validate
     from gpufleet.provision.ssh import from_flags
 
+    cloud = validate.cloud_name(cloud)
+    validate.port(master_port)
+    validate.nproc(nproc_per_node)
+    validate.job(launcher, list(command), workdir, setup)
+    if cluster is not None:
+        validate.not_with_cluster(cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr",)))
+        state.load(cluster)  # ClusterNotFound before anything runs
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     count = byo.pop("nodes", None)
     if nodes is not None and count is not None and nodes != count:
@@ -136,8 +186,25 @@ def run(
     )
     usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
     timeout_s = _seconds(timeout) if timeout else None
-    if max_cost is not None:
-        _check_budget(max_cost, usd_per_hour, spec, cluster)
+    if spec is not None:
+        from gpufleet.cli import spend
+
+        # the plan summary, --dry-run, --max-cost (in the spec's region) and the Y/n question
+        est = spend.gate(
+            spec,
+            yes=yes,
+            dry_run=dry_run,
+            max_cost=max_cost,
+            extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
+        )
+        usd_per_hour = est.usd_per_hour
+    else:
+        if dry_run:
+            typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
+            typer.echo("dry run: nothing was started")
+            raise typer.Exit(0)
+        if max_cost is not None:
+            _check_budget(max_cost, usd_per_hour, spec, cluster)
     gate = None
     if health_gate:
         from gpufleet.health import gate_hook
@@ -156,10 +223,12 @@ def run(
         exclude=list(exclude),
         provision_options=byo_options,
     )
-    raise typer.Exit(_recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s))
+    raise typer.Exit(
+        _recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s, as_json)
+    )
 
 
-def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s) -> int:
+def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False) -> int:
     """run_job, with its record and merged log kept under $GPUFLEET_HOME/runs/<id>/."""
     import time
 
@@ -180,7 +249,7 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s) -> int:
         usd_per_hour=usd_per_hour,
     )
     recorder = runlog.Recorder(rec)
-    printer = node_printer()
+    printer = node_printer(to_stderr=True) if as_json else node_printer()
 
     def say(message: str) -> None:
         progress(message)
@@ -210,8 +279,34 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s) -> int:
     finally:
         deadline.disarm()
         recorder.finish(code, status)
-        cost = "" if rec.cost_usd is None else f", about ${rec.cost_usd:.2f}"
+        cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
         progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
+        if as_json:
+            _print_result(req, rec, code, status)
+
+
+def _print_result(req, rec, code: int, status: str) -> None:
+    """The run-result document (run.schema.json)."""
+    from gpufleet.cli.documents import envelope
+
+    print_json(
+        envelope(
+            "run",
+            run_id=rec.id,
+            cluster=rec.cluster,
+            created=req.cluster is None,
+            cloud=rec.cloud,
+            instance_type=req.spec.instance_type if req.spec is not None else None,
+            launcher=rec.launcher,
+            command=rec.command,
+            exit_code=code,
+            status=status,
+            started_at=round(rec.started_at, 3),
+            wall_seconds=round(rec.ended_at - rec.started_at, 3),
+            usd_per_hour=rec.usd_per_hour,
+            estimated_cost_usd=rec.cost_usd,
+        )
+    )
 
 
 def _seconds(text: str) -> float:

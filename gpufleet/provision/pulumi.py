@@ -17,8 +17,8 @@ from gpufleet.provision import Progress
 
 PROJECT = "gpufleet"
 PULUMI_INSTALL = (
-    "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh "
-    "(or brew install pulumi/tap/pulumi), then open a new shell"
+    "run `gpufleet setup pulumi` (installs the pinned CLI under $GPUFLEET_HOME), or by hand: "
+    "curl -fsSL https://get.pulumi.com | sh"
 )
 SDK_INSTALL = "pip install 'gpufleet[aws]' (or [gcp], [azure], [clouds])"
 # Where the caller's public address is asked for when --ssh-cidr is not given.
@@ -26,7 +26,15 @@ WHOAMI_URL = "https://checkip.amazonaws.com"
 
 
 def find_pulumi() -> str:
-    """The pulumi CLI, on PATH or where its installer puts it; MissingTool otherwise."""
+    """The pulumi CLI: `gpufleet setup pulumi`'s, on PATH, or its installer's; else MissingTool."""
+    from gpufleet import pulumicli
+
+    ours = pulumicli.installed()
+    if ours:  # first on PATH, so the Automation API runs the pinned CLI
+        bindir = str(Path(ours).parent)
+        if os.environ.get("PATH", "").split(os.pathsep)[0] != bindir:
+            os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+        return ours
     found = shutil.which("pulumi") or next(
         (str(p) for p in [Path.home() / ".pulumi" / "bin" / "pulumi"] if p.is_file()), None
     )

@@ -491,6 +491,37 @@ class Group:
                 return False  # closed under us: the caller reports no exit status
             select.select([chan], [], [], 0.2)
 
+    def hold(self, node_name: str, command: str, ready: str, timeout: float = 120.0) -> Any:
+        """Start a long-lived command on one node; its open channel once it prints `ready`.
+
+        The command is meant to run until its stdin closes: closing the channel (or losing
+        the connection) ends it.
+        """
+        from gpufleet.errors import GpufleetError
+
+        node = self.info.node(node_name)
+        chan = self._transport(node).open_session(timeout=self.connect_timeout)
+        chan.exec_command(wrap_command(node, command))
+        deadline = time.monotonic() + timeout
+        seen = b""
+        while ready.encode() not in seen:
+            if chan.recv_ready():
+                seen += chan.recv(65536)
+                continue
+            why = None
+            if chan.exit_status_ready():
+                why = f"it exited {chan.recv_exit_status()}"
+            elif time.monotonic() > deadline:
+                why = f"it was not ready after {timeout:.0f}s"
+            if why:
+                err = chan.recv_stderr(65536).decode(errors="replace").strip().splitlines()
+                chan.close()
+                raise GpufleetError(
+                    f"{node_name}: `{command}` failed: {why}" + (f" ({err[-1]})" if err else "")
+                )
+            select.select([chan], [], [], 0.2)
+        return chan
+
     def put(self, files: dict[str, bytes | str], *, stream: Stream | None = None) -> None:
         """Write relative path -> content under every node's workdir."""
         self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)

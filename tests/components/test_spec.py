@@ -30,7 +30,7 @@ def test_local_defaults():
         ({"gpus_per_node": 8}, "gpus_per_node", "--gpus"),
         ({"nodes": 500}, "nodes", "at most 128"),
         ({"colour": "red"}, "colour", "known fields"),
-        ({"cloud": "moon"}, "cloud", "valid value"),
+        ({"cloud": "moon"}, "cloud", "use one of 'local', 'vm', 'ssh', 'aws'"),
         (
             {"cloud": "aws", "instance_type": "p4d.24xlarge", "ttl_minutes": 0},
             "ttl_minutes",

@@ -39,13 +39,92 @@ def test_golden_commands(golden, launcher):
 
 
 def test_torchrun_arguments_per_node():
+    """Every agent is a c10d client of the store on the head (is_host=false), never its host:
+    with the static backend the head's agent hosts the store, exits first, and the others'
+    exit barrier fails with a traceback (pytorch/pytorch#69520)."""
     c = cluster()
     for i in range(2):
         cmd = launch.node_command(c, i, OPTS)
-        assert "--nnodes=2" in cmd and f"--node-rank={i}" in cmd
-        assert "--nproc-per-node=8" in cmd
-        assert "--master-addr=10.0.0.10" in cmd and "--master-port=29611" in cmd
+        assert "--nnodes=2" in cmd and "--nproc-per-node=8" in cmd
+        assert "--rdzv-backend=c10d --rdzv-endpoint=10.0.0.10:29611 --rdzv-id=r1" in cmd
+        assert "--rdzv-conf=is_host=false" in cmd and f"--local-addr=10.0.0.1{i}" in cmd
+        assert "--node-rank" not in cmd and "--master-addr" not in cmd
         assert cmd.endswith(".gpufleet/runs/r1/rank_wrapper.py train.py --epochs 1")
+
+
+def test_module_form_goes_to_the_wrapper_as_is():
+    opts = LaunchOptions(**{**OPTS.__dict__, "command": ["-m", "pkg.train", "--lr", "1"]})
+    assert launch.node_command(cluster(), 0, opts).endswith("rank_wrapper.py -m pkg.train --lr 1")
+
+
+def test_rendezvous_store_command_and_file():
+    cmd = launch.rendezvous_command(cluster(), OPTS)
+    assert cmd == "exec /opt/venv/bin/python .gpufleet/runs/r1/rendezvous_store.py 29611"
+    store = launch.run_files(cluster(), OPTS)[".gpufleet/runs/r1/rendezvous_store.py"]
+    compile(store, "rendezvous_store.py", "exec")
+    assert launch.STORE_READY in store
+
+
+def test_rendezvous_store_serves_until_stdin_closes(tmp_path):
+    """The store answers clients while gpufleet holds its stdin open, and exits on EOF."""
+    pytest.importorskip("torch")
+    import socket
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "store.py").write_text(launch.RENDEZVOUS_STORE)
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "store.py"), str(port)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == launch.STORE_READY
+        client = TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=30))
+        client.set("k", "v")
+        assert client.get("k") == b"v"
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("slots", "node", "local", "rank"), [("8,8", "1", "3", "11"), ("1,2,1", "2", "0", "3")]
+)
+def test_rank_wrapper_numbers_ranks_in_node_order(tmp_path, slots, node, local, rank):
+    """c10d numbers nodes in its own order; node-K's ranks follow the hostfile's order."""
+    wrapper = tmp_path / "rank_wrapper.py"
+    wrapper.write_text(launch.RANK_WRAPPER)
+    script = tmp_path / "job.py"
+    script.write_text("import os; print(os.environ['RANK'], os.environ['GROUP_RANK'])\n")
+    env = {"GPUFLEET_SLOTS_PER_NODE": slots, "GPUFLEET_NODE_RANK": node, "LOCAL_RANK": local}
+    r = subprocess.run(
+        [sys.executable, str(wrapper), str(script)],
+        env={**os.environ, "RANK": "0", "GROUP_RANK": "0", **env},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert r.stdout.split() == [rank, node]
+
+
+def test_rank_wrapper_runs_a_module(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text(
+        "import sys\nif __name__ == '__main__':\n    print(sys.argv[1:])\n    sys.exit(4)\n"
+    )
+    wrapper = tmp_path / "rank_wrapper.py"
+    wrapper.write_text(launch.RANK_WRAPPER)
+    r = subprocess.run(
+        [sys.executable, str(wrapper), "-m", "pkg.train", "--lr", "1"],
+        cwd=tmp_path, env={**os.environ, "RANK": "2"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 4 and r.stdout.strip() == "['--lr', '1']"
+    assert (tmp_path / "rank-2.rc").read_text().split()[0] == "4"
 
 
 def test_nproc_is_gpus_or_one_or_override():

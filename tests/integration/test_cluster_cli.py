@@ -38,12 +38,12 @@ def test_up_exec_sshconfig_down(gpufleet_home, tmp_path):
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "node-2"
 
-        listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)
-        assert [c["name"] for c in listed] == ["t"] and listed[0]["nodes"] == 3
+        listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"]
+        assert [c["name"] for c in listed] == ["t"] and len(listed[0]["nodes"]) == 3
     finally:
         down = gpufleet(gpufleet_home, "down", "t")
     assert down.returncode == 0, down.stderr
-    assert json.loads(gpufleet(gpufleet_home, "list", "--json").stdout) == []
+    assert json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"] == []
     assert not sshd_of(gpufleet_home, "t")
     assert not leftovers("t")
 

@@ -33,7 +33,7 @@ def run_args(name: str, *train_args: str) -> list[str]:
 
 
 def assert_nothing_left(home, name: str) -> None:
-    assert json.loads(gpufleet(home, "list", "--json").stdout) == []
+    assert json.loads(gpufleet(home, "list", "--json").stdout)["clusters"] == []
     assert not sshd_of(home, name)
     assert not leftovers(name)
 
@@ -146,5 +146,5 @@ def test_reused_cluster_is_kept_and_setup_runs_everywhere(make_sandbox, gpufleet
     for i in range(2):
         assert f"[node-{i}] setup-on-node-{i}" in r.stdout
         assert f"[node-{i}] hi" in r.stdout
-    listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)
+    listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"]
     assert [c["name"] for c in listed] == ["keep"]

@@ -21,7 +21,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def as_json(*args: str) -> list[dict]:
     r = cli("--json", *args)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == 1 and doc["kind"] == "catalog"
+    return doc["instance_types"]
 
 
 def test_json_lists_every_type_with_price_and_fabric():

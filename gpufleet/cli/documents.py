@@ -1,0 +1,73 @@
+"""The --json documents: one versioned shape per output, the same node object everywhere."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def envelope(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"schema": SCHEMA_VERSION, "kind": kind, **fields}
+
+
+def node(n: Any, state: str = "unknown") -> dict[str, Any]:
+    """The node object of every document (node.schema.json)."""
+    return {
+        "name": n.name,
+        "state": state,
+        "public_ip": n.public_ip,
+        "private_ip": n.private_ip,
+        "ssh_port": n.ssh_port,
+        "gpus": n.gpus,
+    }
+
+
+def iso(epoch: float | None) -> str | None:
+    """Epoch seconds -> local ISO 8601 with its UTC offset, as tables show it."""
+    if epoch is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch))
+
+
+def cluster(
+    info: Any,
+    states: dict[str, str] | None = None,
+    *,
+    state: str = "recorded",
+    usd_per_hour: float | None = None,
+    region: str | None = None,
+) -> dict[str, Any]:
+    """A cluster (cluster.schema.json): `up`, `status`, and each entry of `list`."""
+    states = states or {}
+    return {
+        "name": info.name,
+        "cloud": info.cloud,
+        "state": state,
+        "instance_type": info.instance_type,
+        "region": region,
+        "fabric": info.fabric,
+        "created_at": info.created_at,
+        "expires_at": info.expires_at,
+        "expires_at_local": iso(info.expires_at),
+        "usd_per_hour": usd_per_hour,
+        "nodes": [node(n, states.get(n.name, "unknown")) for n in info.nodes],
+    }
+
+
+def incomplete(name: str) -> dict[str, Any]:
+    """A cluster whose record cannot be read (being created, or left half-made)."""
+    return {
+        "name": name,
+        "cloud": None,
+        "state": "incomplete",
+        "instance_type": None,
+        "region": None,
+        "fabric": None,
+        "created_at": None,
+        "expires_at": None,
+        "expires_at_local": None,
+        "usd_per_hour": None,
+        "nodes": [],
+    }

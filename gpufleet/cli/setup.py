@@ -1,0 +1,33 @@
+"""CLI: setup pulumi — install the pinned Pulumi CLI under $GPUFLEET_HOME (no root, no curl)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+setup_app = typer.Typer(help="Install what cloud runs need.", no_args_is_help=True)
+
+
+@setup_app.command()
+def pulumi(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="install without asking (CI)")] = False,
+) -> None:
+    """Install the Pulumi CLI gpufleet is tested with into $GPUFLEET_HOME/pulumi-cli."""
+    import sys
+
+    from gpufleet.cli.common import progress
+    from gpufleet.pulumicli import PINNED, install, install_root
+
+    root = install_root()
+    if not yes and sys.stdin.isatty():
+        sys.stderr.write(f"Install Pulumi CLI {PINNED} into {root}? [Y/n] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("", "y", "yes"):
+            raise typer.Exit(1)
+    path = install(progress)
+    typer.echo(path)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(setup_app, name="setup")

@@ -1,0 +1,89 @@
+"""Before money is spent: the plan summary, --dry-run, --max-cost and the Y/n prompt."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from components.errors import GpufleetError
+from components.spec import PULUMI_CLOUDS, ClusterSpec
+from gpufleet import cost
+
+
+class Declined(GpufleetError):
+    exit_code = 1
+
+    def __init__(self) -> None:
+        super().__init__(
+            "not confirmed: nothing was created", hint="pass --yes to skip the question"
+        )
+
+
+def gate(
+    spec: ClusterSpec,
+    *,
+    yes: bool,
+    dry_run: bool,
+    max_cost: float | None,
+    extra: dict | None = None,
+) -> cost.Estimate:
+    """Check the budget, then print the plan (--dry-run: and stop) or ask Y/n on a terminal."""
+    from gpufleet.cli.common import print_json
+
+    est = cost.estimate(spec)
+    cost.check_budget(est, max_cost)
+    if dry_run:
+        if extra is not None and extra.get("json"):
+            doc: dict[str, Any] = {"schema": 1, "kind": "dry-run", "cluster": spec.name}
+            doc.update(est.as_dict())
+            doc.update({k: v for k, v in extra.items() if k != "json"})
+            print_json(doc)
+        else:
+            print(f"would create cluster {spec.name}:")
+            print("\n".join(cost.summary(est)))
+            for k, v in (extra or {}).items():
+                if k != "json":
+                    print(f"  {k:<10} {v}")
+            print("dry run: nothing was created")
+        import typer
+
+        raise typer.Exit(0)
+    if spec.cloud in PULUMI_CLOUDS and not yes and sys.stdin.isatty():
+        sys.stderr.write(f"gpufleet will create cluster {spec.name}:\n")
+        sys.stderr.write("\n".join(cost.summary(est)) + "\n")
+        sys.stderr.write("Create it? [Y/n] ")
+        sys.stderr.flush()
+        if not _yes():
+            raise Declined()
+    if spec.cloud in PULUMI_CLOUDS:
+        ensure_pulumi(yes)
+    return est
+
+
+def _yes() -> bool:
+    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
+
+
+def ensure_pulumi(yes: bool) -> None:
+    """First cloud use without the Pulumi CLI: install the pinned one (--yes, or asked)."""
+    from gpufleet import pulumicli
+    from gpufleet.cli.common import progress
+    from gpufleet.errors import MissingTool
+    from gpufleet.provision.pulumi import find_pulumi
+
+    try:
+        find_pulumi()
+        return
+    except MissingTool:
+        if not yes and not sys.stdin.isatty():
+            raise
+    if not yes:
+        sys.stderr.write(
+            f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
+            f"{pulumicli.install_root()}? [Y/n] "
+        )
+        sys.stderr.flush()
+        if not _yes():
+            raise Declined()
+    pulumicli.install(progress)
+    find_pulumi()

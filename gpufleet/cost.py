@@ -1,0 +1,126 @@
+"""What a cluster costs before it exists: $/hour, the total at its TTL, a budget cap."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from components.errors import GpufleetError
+from components.spec import PULUMI_CLOUDS, ClusterSpec
+
+
+class OverBudget(GpufleetError):
+    """--max-cost is below what the cluster costs at its TTL (or its price is unknown)."""
+
+    exit_code = 2
+
+    def __init__(self, limit: float, total: float | None, why: str):
+        super().__init__(
+            f"max_cost: {why}; nothing was created",
+            hint="raise --max-cost, shorten --ttl, or use fewer or smaller nodes",
+        )
+        self.limit = limit
+        self.total = total
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cloud: str
+    instance_type: str | None
+    nodes: int
+    gpus: int
+    region: str | None
+    spot: bool
+    ttl_minutes: int
+    price_per_node_hour: float | None  # on demand, in `region`; None: not known there
+    price_note: str
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        if self.price_per_node_hour is None:
+            return None
+        return round(self.nodes * self.price_per_node_hour, 3)
+
+    @property
+    def usd_at_ttl(self) -> float | None:
+        if self.usd_per_hour is None or not self.ttl_minutes:
+            return None
+        return round(self.usd_per_hour * self.ttl_minutes / 60, 2)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "usd_per_hour": self.usd_per_hour, "usd_at_ttl": self.usd_at_ttl}
+
+
+def estimate(spec: ClusterSpec) -> Estimate:
+    """The spec's price, in the spec's own region only: another region's is not shown as it."""
+    price, note = 0.0, "free: runs on this machine"
+    if spec.cloud in PULUMI_CLOUDS:
+        from components.catalog import lookup
+
+        it = lookup(spec.cloud, spec.instance_type or "")
+        region = spec.effective_region
+        if not it.price_per_hour:
+            price, note = None, "no price in the catalog"
+        elif it.price_region and region != it.price_region:
+            price = None
+            note = (
+                f"price in {region} not known (the catalog has {it.price_region}'s: "
+                f"${it.price_per_hour:.2f}/node-hour)"
+            )
+        else:
+            price = it.price_per_hour
+            note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
+            if spec.spot:
+                note += "; spot is usually lower"
+    elif spec.cloud != "local":
+        price, note = None, "your own machines"
+    return Estimate(
+        cloud=spec.cloud,
+        instance_type=spec.instance_type,
+        nodes=spec.nodes,
+        gpus=spec.nodes * spec.gpus,
+        region=spec.effective_region,
+        spot=spec.spot,
+        ttl_minutes=spec.ttl_minutes,
+        price_per_node_hour=price,
+        price_note=note,
+    )
+
+
+def money(usd: float | None) -> str:
+    return "unknown" if usd is None else f"${usd:,.2f}"
+
+
+def summary(e: Estimate) -> list[str]:
+    """The plan summary shown before a cloud cluster is created."""
+    where = f"{e.cloud} {e.region}" if e.region else e.cloud
+    kind = f"{e.nodes} x {e.instance_type or e.cloud}" + (" (spot)" if e.spot else "")
+    ttl = f"{e.ttl_minutes / 60:g}h" if e.ttl_minutes else "none"
+    return [
+        f"  nodes      {kind}, {e.gpus} GPUs, in {where}",
+        f"  price      {money(e.usd_per_hour)}/hour ({e.price_note})",
+        f"  expires    after {ttl} (node-side TTL)",
+        f"  at TTL     {money(e.usd_at_ttl)} if it runs until it expires",
+    ]
+
+
+def check_budget(e: Estimate, max_cost: float | None) -> None:
+    """--max-cost: refuse when the cost at TTL exceeds it, or cannot be known."""
+    if max_cost is None:
+        return
+    total = e.usd_at_ttl
+    if e.cloud not in PULUMI_CLOUDS:
+        return
+    if total is None:
+        raise OverBudget(max_cost, None, f"cannot enforce ${max_cost:.2f}: {e.price_note}")
+    if total > max_cost:
+        raise OverBudget(
+            max_cost,
+            total,
+            f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs about "
+            f"${total:.2f}, over {max_cost:g} USD (the cap)",
+        )
+
+
+def run_cost(e: Estimate, seconds: float) -> float | None:
+    """What a run of `seconds` cost (billing granularity ignored)."""
+    return None if e.usd_per_hour is None else round(e.usd_per_hour * seconds / 3600, 2)

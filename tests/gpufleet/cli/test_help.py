@@ -1,0 +1,74 @@
+"""Help that reads like the tools users know: every option described, no type placeholders."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gpufleet.cli import build_command
+
+
+def commands(cmd=None, prefix=()):
+    cmd = cmd or build_command()
+    yield prefix, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from commands(sub, (*prefix, name))
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet", *args],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+
+
+def test_every_option_and_argument_is_described():
+    for prefix, cmd in commands():
+        for p in cmd.params:
+            assert p.help or p.name in ("help",), f"gpufleet {' '.join(prefix)}: {p.name}"
+
+
+@pytest.mark.parametrize("path", [p for p, _ in commands()], ids=lambda p: " ".join(p) or "root")
+def test_help_has_no_type_placeholders(path):
+    r = cli(*path, "--help")
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"<(str|int|float|path|list\[\w+\])>|\{[A-Za-z_]+\}", r.stdout), r.stdout
+
+
+def test_root_help_documents_exit_codes_debug_and_version():
+    out = cli("--help").stdout
+    assert "Exit codes: 0 success" in out and "--debug" in out and "--version" in out
+    from gpufleet import __version__
+
+    assert cli("--version").stdout.strip() == f"gpufleet {__version__}"
+
+
+def test_bash_completion_completes_commands_and_options():
+    script = cli("completion", "bash")
+    assert script.returncode == 0 and "complete -o default -F _gpufleet_completion" in script.stdout
+    words = cli(_GPUFLEET_COMPLETE="complete_bash", COMP_WORDS="gpufleet ru", COMP_CWORD="1")
+    assert words.stdout.split() == ["run", "runs"]
+    opts = cli(_GPUFLEET_COMPLETE="complete_bash", COMP_WORDS="gpufleet run --dry", COMP_CWORD="2")
+    assert "--dry-run" in opts.stdout.split()
+
+
+def test_zsh_and_fish_completion():
+    assert "compdef _gpufleet_completion gpufleet" in cli("completion", "zsh").stdout
+    assert "complete --command gpufleet" in cli("completion", "fish").stdout
+    zsh = cli(_GPUFLEET_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="gpufleet sta")
+    assert '"status"' in zsh.stdout
+    fish = cli(
+        _GPUFLEET_COMPLETE="complete_fish",
+        _TYPER_COMPLETE_FISH_ACTION="get-args",
+        _TYPER_COMPLETE_ARGS="gpufleet cat",
+    )
+    assert fish.stdout.startswith("catalog")
+
+
+def test_unknown_shell_is_refused_with_the_list():
+    r = cli("completion", "tcsh")
+    assert r.returncode == 2 and "use one of bash, zsh, fish" in r.stderr

@@ -1,0 +1,48 @@
+"""Cost before a cluster exists: the spec's own region's price, the total at TTL, the cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.catalog import lookup
+from components.spec import ClusterSpec
+from gpufleet import cost
+
+
+def spec(**kw) -> ClusterSpec:
+    base = {"name": "c", "cloud": "aws", "instance_type": "p4d.24xlarge", "nodes": 2}
+    return ClusterSpec.from_input({**base, **kw})
+
+
+def test_price_per_hour_and_total_at_ttl_come_from_the_catalog():
+    price = lookup("aws", "p4d.24xlarge").price_per_hour
+    e = cost.estimate(spec(ttl_minutes=90))
+    assert e.usd_per_hour == pytest.approx(2 * price, abs=0.001)
+    assert e.usd_at_ttl == pytest.approx(2 * price * 1.5, abs=0.01)
+    assert e.gpus == 16
+
+
+def test_another_regions_price_is_not_shown_as_this_regions():
+    e = cost.estimate(spec(region="eu-west-1"))
+    assert e.usd_per_hour is None and e.usd_at_ttl is None
+    assert "price in eu-west-1 not known" in e.price_note
+
+
+def test_budget_cap_refuses_over_and_unknown_and_allows_under():
+    e = cost.estimate(spec(ttl_minutes=60))
+    cost.check_budget(e, e.usd_at_ttl + 1)
+    with pytest.raises(cost.OverBudget, match="over"):
+        cost.check_budget(e, e.usd_at_ttl - 1)
+    with pytest.raises(cost.OverBudget, match="cannot enforce"):
+        cost.check_budget(cost.estimate(spec(region="eu-west-1")), 1000)
+
+
+def test_local_is_free_and_never_capped():
+    e = cost.estimate(ClusterSpec.from_input({"name": "l"}))
+    assert e.usd_per_hour == 0
+    cost.check_budget(e, 0.0)
+
+
+def test_run_cost_is_hourly_price_times_wall_time():
+    e = cost.estimate(spec())
+    assert cost.run_cost(e, 1800) == pytest.approx(e.usd_per_hour / 2, abs=0.01)

@@ -1,0 +1,110 @@
+"""Every command's --json against its schema in gpufleet/schemas/, on a real sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from tests.integration.conftest import ROOT, gpufleet, requires_sshd, requires_torch
+
+SCHEMAS = ROOT / "gpufleet" / "schemas"
+# command (as typed) -> the schema its --json output follows
+COVERED = {
+    "up": "cluster", "status": "cluster", "list": "cluster-list", "exec": "exec",
+    "health": "health", "run": "run", "catalog": "catalog", "plan": "plan",
+}  # fmt: skip
+# Commands whose --json has no schema yet (named, so a new one still fails the test below).
+NOT_YET = {"runs", "sync"}  # landed from cliextra and speed: their own shapes for now
+
+
+def schemas() -> dict[str, dict]:
+    return {
+        p.name.removesuffix(".schema.json"): json.loads(p.read_text()) for p in SCHEMAS.iterdir()
+    }
+
+
+def validator(kind: str) -> Draft202012Validator:
+    docs = schemas()
+    registry = Registry().with_resources(
+        (d["$id"], Resource.from_contents(d)) for d in docs.values()
+    )
+    Draft202012Validator.check_schema(docs[kind])
+    return Draft202012Validator(docs[kind], registry=registry)
+
+
+def check(kind: str, stdout: str) -> dict:
+    doc = json.loads(stdout)
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(kind).iter_errors(doc)]
+    assert not errors, f"{kind}: {errors[:5]}"
+    assert doc["schema"] == 1 and doc["kind"] == kind
+    return doc
+
+
+def test_every_json_option_is_covered_by_a_schema():
+    from gpufleet.cli import build_command
+
+    def walk(cmd, prefix=()):
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, (*prefix, name))
+        if any("--json" in getattr(p, "opts", ()) for p in cmd.params):
+            yield " ".join(prefix)
+
+    assert set(walk(build_command())) == set(COVERED) | NOT_YET
+    assert set(COVERED.values()) | {"node", "dry-run"} == set(schemas())
+
+
+def test_offline_documents():
+    catalog = check("catalog", gpufleet(Path("/nonexistent"), "catalog", "--json").stdout)
+    assert len(catalog["instance_types"]) >= 25
+    first = gpufleet(Path("/nonexistent"), "plan", "--stack", "aws-p4d", "--json", timeout=180)
+    again = gpufleet(Path("/nonexistent"), "plan", "--stack", "aws-p4d", "--json", timeout=180)
+    plan = check("plan", first.stdout)
+    order = [(r["type"], r["name"]) for r in plan["resources"]]
+    assert order == sorted(order)
+    assert order == [(r["type"], r["name"]) for r in json.loads(again.stdout)["resources"]]
+    dry = gpufleet(
+        Path("/nonexistent"),
+        *("run", "--cloud", "aws", "-t", "p4d.24xlarge", "--dry-run", "--json"),
+        *("--workdir", str(ROOT / "examples"), "--", "train_ddp.py"),
+    )
+    doc = check("dry-run", dry.stdout)
+    assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * 4, abs=0.01)
+
+
+@requires_sshd
+@requires_torch
+def test_sandbox_documents(gpufleet_home, tmp_path):
+    empty = check("cluster-list", gpufleet(gpufleet_home, "list", "--json").stdout)
+    assert empty["clusters"] == []
+    up = gpufleet(gpufleet_home, "up", "--name", "js", "--nodes", "2", "--json")
+    try:
+        assert up.returncode == 0, up.stderr
+        made = check("cluster", up.stdout)
+        status = check("cluster", gpufleet(gpufleet_home, "status", "js", "--json").stdout)
+        listed = check("cluster-list", gpufleet(gpufleet_home, "list", "--json").stdout)
+        # the same node object in every document
+        assert made["nodes"][0].keys() == status["nodes"][0].keys()
+        assert listed["clusters"][0]["nodes"][1].keys() == status["nodes"][1].keys()
+        assert [n["name"] for n in status["nodes"]] == ["node-0", "node-1"]
+        assert {n["state"] for n in status["nodes"]} == {"running"}
+        ex = check("exec", gpufleet(gpufleet_home, "exec", "js", "--json", "--", "true").stdout)
+        assert [n["name"] for n in ex["nodes"]] == ["node-0", "node-1"]
+        health = gpufleet(gpufleet_home, "health", "js", "--fabric", "--json", timeout=240)
+        assert health.returncode == 0, health.stderr[-2000:]
+        assert check("health", health.stdout)["fabric_probe"]["world_size"] == 2
+        (tmp_path / "job.sh").write_text("echo hi\n")
+        run = gpufleet(
+            gpufleet_home,
+            *("run", "--cluster", "js", "--json", "--workdir", str(tmp_path)),
+            *("--launcher", "none", "--", "sh", "job.sh"),
+        )
+        assert run.returncode == 0, run.stderr
+        doc = check("run", run.stdout)
+        assert doc["exit_code"] == 0 and doc["cluster"] == "js" and not doc["created"]
+        assert "[node-1] hi" in run.stderr  # node output goes to stderr under --json
+    finally:
+        gpufleet(gpufleet_home, "down", "js")
