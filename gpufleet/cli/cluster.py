@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from components.errors import SpecError
+from gpufleet.cli import options as opt
 from gpufleet.cli.common import console, parse_pairs, parse_ttl, print_json, progress
 
 
@@ -30,26 +30,13 @@ def up(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
-    cloud: Annotated[
-        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
-    ] = "local",
-    nodes: Annotated[
-        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
-    ] = None,
-    instance_type: Annotated[
-        str | None,
-        typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
-    ] = None,
-    region: Annotated[
-        str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
-    ] = None,
-    zone: Annotated[
-        str | None, typer.Option(help="zone within the region (default: the cloud picks)")
-    ] = None,
-    spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
-    public_workers: Annotated[
-        bool, typer.Option(help="a public address on every node, not only the head")
-    ] = False,
+    cloud: opt.Cloud = "local",
+    nodes: opt.Nodes = None,
+    instance_type: opt.InstanceType = None,
+    region: opt.Region = None,
+    zone: opt.Zone = None,
+    spot: opt.Spot = False,
+    public_workers: opt.PublicWorkers = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry: 30m, 4h, 1h30m (0: none, local only)")
     ] = "4h",
@@ -59,23 +46,12 @@ def up(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
-    hosts: Annotated[
-        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
-    ] = None,
-    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
-    ssh_key: Annotated[
-        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
-    ] = None,
-    accept_host_keys: Annotated[
-        bool,
-        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
-    ] = False,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
-    ] = False,
+    hosts: opt.Hosts = None,
+    inventory: opt.Inventory = None,
+    ssh_user: opt.SshUser = None,
+    ssh_key: opt.SshKey = None,
+    accept_host_keys: opt.AcceptHostKeys = False,
+    yes: opt.Yes = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the plan summary, create nothing")
     ] = False,
