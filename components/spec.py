@@ -132,8 +132,10 @@ class ClusterSpec(BaseModel):
     @classmethod
     def _first_zone(cls, data: Any) -> Any:
         # Every component reads `zone`: the first of `zones` is the one an apply uses.
-        if isinstance(data, dict) and data.get("zones") and not data.get("zone"):
-            data = {**data, "zone": data["zones"][0]}
+        # Only a real list: anything else is left for the field's own validation to refuse.
+        zones = data.get("zones") if isinstance(data, dict) else None
+        if isinstance(zones, list) and zones and not data.get("zone"):
+            data = {**data, "zone": zones[0]}
         return data
 
     @model_validator(mode="after")
