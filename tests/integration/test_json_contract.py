@@ -72,7 +72,8 @@ def test_offline_documents():
         *("--workdir", str(ROOT / "examples"), "--", "train_ddp.py"),
     )
     doc = check("dry-run", dry.stdout)
-    assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * 4, abs=0.01)
+    hours = doc["ttl_minutes"] / 60  # run's default --max-duration (24h since the lease)
+    assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * hours, abs=0.01)
 
 
 @requires_sshd
