@@ -118,5 +118,9 @@ def test_sandbox_documents(gpufleet_home, tmp_path):
         # the head forwards to each worker under rsync; paramiko copies to every node itself
         want = ["node-1"] if sync_doc["method"] == "rsync via head" else []
         assert [w["name"] for w in sync_doc["workers"]] == want
+        # `--workdir=` is not the fast path's form: typer's command prints the same document
+        again = gpufleet(gpufleet_home, "sync", "js", f"--workdir={tmp_path}", "--json")
+        assert again.returncode == 0, again.stderr
+        assert check("sync", again.stdout).keys() == sync_doc.keys()
     finally:
         gpufleet(gpufleet_home, "down", "js")
