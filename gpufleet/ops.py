@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet import sshconfig, state
 from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, StateDamaged
 from gpufleet.provision import Progress, for_cloud
 from gpufleet.signals import shielded
+
+if TYPE_CHECKING:
+    from gpufleet.provision.pulumi import StackRecord
 
 
 def create(
@@ -112,3 +117,43 @@ def extend(name: str, minutes: int) -> float:
     move(info, expires_at)
     state.save(info.model_copy(update={"expires_at": expires_at}))
     return expires_at
+
+
+def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecord, str]]:
+    """The cloud stacks `sweep` removes, each with why: past its expiry, or no live CLI owns
+    its cluster here (no record, or the `run` that owns it is dead)."""
+    stale = []
+    for s in stacks:
+        if s.stack.endswith("-image") and s.cluster == s.stack:
+            continue  # an image bake's builder: its own `image bake` removes it
+        if state.locked(s.cluster):
+            continue  # being created right now
+        expires = s.expires_at
+        if state.exists(s.cluster):
+            with contextlib.suppress(StateDamaged):
+                expires = state.load(s.cluster).expires_at or expires
+        if expires is not None and expires <= now:
+            why = f"expired {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))}"
+        elif not state.known(s.cluster):
+            why = "no record of its cluster here"
+        elif state.orphaned(s.cluster):
+            why = "its `run` is dead"
+        else:
+            continue
+        stale.append((s, why))
+    return stale
+
+
+def remove_stack(record: StackRecord, backend: str | None, progress: Progress) -> None:
+    """Destroy a leftover stack and forget whatever is recorded of its cluster here."""
+    from gpufleet.provision import pulumi
+
+    if state.exists(record.cluster):
+        from gpufleet.remote import head, holder
+
+        holder.stop(record.cluster)
+        with contextlib.suppress(StateDamaged):
+            head.stop_mux(state.load(record.cluster))
+    pulumi.remove_stack(record.stack, backend, progress)
+    if state.known(record.cluster):
+        state.forget(record.cluster, removed=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from components.errors import SpecError
+from gpufleet.cli import options as opt
 from gpufleet.cli.common import console, parse_pairs, parse_ttl, print_json, progress
 
 
@@ -30,26 +30,13 @@ def up(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
-    cloud: Annotated[
-        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
-    ] = "local",
-    nodes: Annotated[
-        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
-    ] = None,
-    instance_type: Annotated[
-        str | None,
-        typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
-    ] = None,
-    region: Annotated[
-        str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
-    ] = None,
-    zone: Annotated[
-        str | None, typer.Option(help="zone within the region (default: the cloud picks)")
-    ] = None,
-    spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
-    public_workers: Annotated[
-        bool, typer.Option(help="a public address on every node, not only the head")
-    ] = False,
+    cloud: opt.Cloud = "local",
+    nodes: opt.Nodes = None,
+    instance_type: opt.InstanceType = None,
+    region: opt.Region = None,
+    zone: opt.Zone = None,
+    spot: opt.Spot = False,
+    public_workers: opt.PublicWorkers = False,
     ttl: Annotated[
         str, typer.Option(help="node-side expiry: 30m, 4h, 1h30m (0: none, local only)")
     ] = "4h",
@@ -59,23 +46,12 @@ def up(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
-    hosts: Annotated[
-        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
-    ] = None,
-    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
-    ssh_key: Annotated[
-        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
-    ] = None,
-    accept_host_keys: Annotated[
-        bool,
-        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
-    ] = False,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
-    ] = False,
+    hosts: opt.Hosts = None,
+    inventory: opt.Inventory = None,
+    ssh_user: opt.SshUser = None,
+    ssh_key: opt.SshKey = None,
+    accept_host_keys: opt.AcceptHostKeys = False,
+    yes: opt.Yes = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the plan summary, create nothing")
     ] = False,
@@ -252,14 +228,20 @@ def extend(
 
 def sweep(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only list what would go")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="remove cloud stacks without asking (scripts)")
+    ] = False,
+    backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
 ) -> None:
-    """Remove what no live gpufleet owns: clusters of dead `run`s, damaged records, and
-    sandbox processes whose cluster is gone."""
+    """Remove what no live gpufleet owns: clusters of dead `run`s, damaged records, sandbox
+    processes whose cluster is gone, and cloud stacks in the Pulumi backend that are expired
+    or that no live CLI here owns (asked on a terminal; --yes for scripts)."""
     from gpufleet import ops, state
     from gpufleet.errors import StateDamaged
     from gpufleet.provision.local import stray_processes, terminate
 
     found = 0
+    handled = set()
     for name in state.names():
         if state.locked(name):
             continue  # being created right now
@@ -273,6 +255,7 @@ def sweep(
                 why = "its record is damaged"
         if why:
             found += 1
+            handled.add(name)
             progress(f"{name}: {why}" + ("" if dry_run else ": removing"))
             if not dry_run:
                 ops.destroy_name(name, progress)
@@ -285,8 +268,40 @@ def sweep(
         )
         if not dry_run:
             terminate(strays)
+    found += _sweep_stacks(backend, dry_run=dry_run, yes=yes, skip=handled)
     if not found:
         progress("nothing to sweep")
+
+
+def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[str]) -> int:
+    """The cloud half of `sweep`: stale stacks in the backend; how many were found."""
+    import sys
+
+    from gpufleet import ops
+    from gpufleet.errors import GpufleetError
+    from gpufleet.provision import pulumi
+
+    if not pulumi.may_hold_stacks(backend):
+        return 0  # an empty file backend: no Pulumi CLI needed to know there is nothing
+    stale = [
+        (s, why)
+        for s, why in ops.stale_stacks(pulumi.list_stacks(backend), time.time())
+        if s.cluster not in skip
+    ]
+    for s, why in stale:
+        progress(f"stack {s.stack} (cluster {s.cluster}): {why}")
+    if not stale or dry_run:
+        return len(stale)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise GpufleetError(
+                f"{len(stale)} cloud stacks to destroy; not asked on a non-terminal",
+                hint="pass --yes to remove them, or --dry-run to only list them",
+            )
+        typer.confirm(f"destroy {len(stale)} cloud stacks?", abort=True)
+    for s, _why in stale:
+        ops.remove_stack(s, backend, progress)
+    return len(stale)
 
 
 def status(

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import options as opt
 from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, print_json, progress
 
 LAUNCHERS_HELP = (
@@ -38,26 +39,13 @@ def run(
         str | None,
         typer.Option("--name", "-n", help="name of the new cluster (default: run-XXXXXX)"),
     ] = None,
-    cloud: Annotated[
-        str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")
-    ] = "local",
-    nodes: Annotated[
-        int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
-    ] = None,
-    instance_type: Annotated[
-        str | None,
-        typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
-    ] = None,
-    region: Annotated[
-        str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
-    ] = None,
-    zone: Annotated[
-        str | None, typer.Option(help="zone within the region (default: the cloud picks)")
-    ] = None,
-    spot: Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")] = False,
-    public_workers: Annotated[
-        bool, typer.Option(help="a public address on every node, not only the head")
-    ] = False,
+    cloud: opt.Cloud = "local",
+    nodes: opt.Nodes = None,
+    instance_type: opt.InstanceType = None,
+    region: opt.Region = None,
+    zone: opt.Zone = None,
+    spot: opt.Spot = False,
+    public_workers: opt.PublicWorkers = False,
     ttl: Annotated[
         str,
         typer.Option(
@@ -91,20 +79,11 @@ def run(
     fail_fast: Annotated[
         bool, typer.Option(help="stop every node when the first one fails (default)")
     ] = True,
-    hosts: Annotated[
-        str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
-    ] = None,
-    ssh_user: Annotated[str | None, typer.Option(help="cloud=ssh: login user")] = None,
-    ssh_key: Annotated[
-        str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
-    ] = None,
-    accept_host_keys: Annotated[
-        bool,
-        typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)"),
-    ] = False,
+    hosts: opt.Hosts = None,
+    inventory: opt.Inventory = None,
+    ssh_user: opt.SshUser = None,
+    ssh_key: opt.SshKey = None,
+    accept_host_keys: opt.AcceptHostKeys = False,
     max_cost: Annotated[
         float | None,
         typer.Option(help="USD: refuse to start if the nodes' price for the whole TTL exceeds it"),
@@ -113,9 +92,7 @@ def run(
         str | None,
         typer.Option(help="stop the whole run after this long (e.g. 45m, 2h); exit 124"),
     ] = None,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")
-    ] = False,
+    yes: opt.Yes = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the plan and the job, create nothing")
     ] = False,

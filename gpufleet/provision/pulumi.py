@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,19 +115,31 @@ def workspace_env(url: str) -> dict[str, str]:
     }
 
 
+def _workspace_options(backend: str | None) -> dict[str, Any]:
+    from pulumi import automation as auto
+
+    url = backend_url(backend)
+    return {
+        "project_settings": auto.ProjectSettings(
+            name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)
+        ),
+        "env_vars": workspace_env(url),
+        "pulumi_home": os.environ.get("PULUMI_HOME"),
+    }
+
+
+def _workspace(backend: str | None) -> Any:
+    """The gpufleet project's workspace in a backend (lists its stacks and their outputs)."""
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspace(**_workspace_options(backend))
+
+
 def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = None) -> Any:
     from pulumi import automation as auto
 
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
-    url = backend_url(backend)
-    env = workspace_env(url)
-    opts = auto.LocalWorkspaceOptions(
-        project_settings=auto.ProjectSettings(
-            name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)
-        ),
-        env_vars=env,
-        pulumi_home=os.environ.get("PULUMI_HOME"),
-    )
+    opts = auto.LocalWorkspaceOptions(**_workspace_options(backend))
     return auto.create_or_select_stack(
         stack_name=name, project_name=PROJECT, program=program or (lambda: None), opts=opts
     )
@@ -230,6 +243,52 @@ class PulumiProvisioner:
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.
         return {n.name: "in stack" for n in info.nodes}
+
+
+@dataclass(frozen=True)
+class StackRecord:
+    """One gpufleet stack in a backend, as `sweep` judges it."""
+
+    stack: str
+    cluster: str  # its cluster_name output; the stack name before its first `up` finished
+    expires_at: float | None  # its expires_at output (epoch seconds), if it has one
+
+
+def may_hold_stacks(backend: str | None = None) -> bool:
+    """False only for a file backend with no stack in it: no Pulumi CLI is needed to know."""
+    url = backend or os.environ.get("PULUMI_BACKEND_URL") or f"file://{state.home() / 'pulumi'}"
+    if not url.startswith("file://"):
+        return True
+    stacks = Path(url.removeprefix("file://")).expanduser() / ".pulumi" / "stacks"
+    return stacks.is_dir() and any(p.is_file() for p in stacks.rglob("*"))
+
+
+def list_stacks(backend: str | None = None) -> list[StackRecord]:
+    """Every stack of the gpufleet project in the backend, with its cluster and expiry."""
+    find_pulumi()
+    _import_sdk()
+    ws = _workspace(backend)
+    found = []
+    for summary in ws.list_stacks():
+        name = summary.name.rsplit("/", 1)[-1]  # cloud backends answer org/project/stack
+        outputs = {k: v.value for k, v in ws.stack_outputs(name).items()}
+        expires = outputs.get("expires_at")
+        found.append(
+            StackRecord(
+                stack=name,
+                cluster=str(outputs.get("cluster_name") or name),
+                expires_at=float(expires) if expires not in (None, "") else None,
+            )
+        )
+    return found
+
+
+def remove_stack(name: str, backend: str | None, progress: Progress) -> None:
+    """pulumi destroy of a stack by name, then the stack itself, from the backend."""
+    find_pulumi()
+    _import_sdk()
+    progress(f"pulumi destroy: stack {name}")
+    PulumiProvisioner(backend)._destroy(_stack(name, backend), progress)
 
 
 # What each cloud answers when it has no machines of the type in the zone right now:

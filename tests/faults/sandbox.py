@@ -138,7 +138,7 @@ def partitioned(addr: str, port: int):
 def leaks(home: Path, name: str) -> list[str]:
     """Whatever of cluster `name` is still there: records, sshd, sessions, watchdog."""
     out = []
-    listed = json.loads(gpufleet(home, "list", "--json").stdout or "[]")
+    listed = json.loads(gpufleet(home, "list", "--json").stdout or "{}").get("clusters", [])
     out += [f"listed: {r['name']}" for r in listed if r["name"] == name]
     out += [f"sshd: {ln}" for ln in sshd_of(home, name)]
     out += [f"session pid {p}" for p in sandbox_processes(name)]

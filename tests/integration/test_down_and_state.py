@@ -47,7 +47,7 @@ def test_a_damaged_state_file_is_reported_and_down_still_removes_everything(gpuf
         r = gpufleet(gpufleet_home, "status", "dmg")
         assert r.returncode == 2 and "damaged" in r.stderr and "fix:" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
-    listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)
+    listed = json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"]
     assert [(x["name"], x["state"]) for x in listed] == [("dmg", "damaged")]
     r = gpufleet(gpufleet_home, "down", "dmg")
     assert r.returncode == 0, r.stderr
@@ -85,7 +85,8 @@ def test_sweep_removes_the_cluster_of_a_dead_run_and_keeps_kept_ones(gpufleet_ho
     run.kill()
     run.wait()
     listed = {
-        x["name"]: x["state"] for x in json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)
+        x["name"]: x["state"]
+        for x in json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"]
     }
     assert listed == {"kept": "recorded", "orph": "orphaned"}
     r = gpufleet(gpufleet_home, "sweep")

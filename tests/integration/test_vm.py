@@ -342,4 +342,4 @@ def test_two_vm_run_trains_over_the_private_segment_and_removes_the_vms(boots):
     assert done and "world_size=2" in done[0]
     assert "[node-1] rank 1: parameters match rank 0" in r.stdout
     assert not qemu_pids(boot.home / "clusters")
-    assert json.loads(gpufleet(boot.home, "list", "--json").stdout) == []
+    assert json.loads(gpufleet(boot.home, "list", "--json").stdout)["clusters"] == []

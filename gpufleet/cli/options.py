@@ -1,0 +1,37 @@
+"""Options `up` and `run` share when they create a cluster: one declaration, one help text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Cloud = Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")]
+Nodes = Annotated[
+    int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
+]
+InstanceType = Annotated[
+    str | None,
+    typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
+]
+Region = Annotated[
+    str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")
+]
+Zone = Annotated[str | None, typer.Option(help="zone within the region (default: the cloud picks)")]
+Spot = Annotated[bool, typer.Option(help="spot/preemptible capacity (clouds only)")]
+PublicWorkers = Annotated[
+    bool, typer.Option(help="a public address on every node, not only the head")
+]
+Hosts = Annotated[str | None, typer.Option(help="cloud=ssh: your hosts, [user@]addr[:port],...")]
+Inventory = Annotated[
+    Path | None, typer.Option(help="cloud=ssh: inventory YAML (hosts, ports, GPUs, keys)")
+]
+SshUser = Annotated[str | None, typer.Option(help="cloud=ssh: login user")]
+SshKey = Annotated[
+    str | None, typer.Option(help="cloud=ssh: private key (default ~/.ssh/id_ed25519)")
+]
+AcceptHostKeys = Annotated[
+    bool, typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)")
+]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")]
