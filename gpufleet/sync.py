@@ -518,8 +518,11 @@ def run_fast(parsed: dict[str, Any]) -> int:
         sys.stderr.write(f"gpufleet: {message}\n")
         sys.stderr.flush()
 
+    from gpufleet.cli.documents import sync as document
+
+    info = state.load_view(parsed["name"])
     report = sync(
-        state.load_view(parsed["name"]),
+        info,
         Path(parsed["workdir"]).resolve(),
         include=parsed["include"],
         exclude=parsed["exclude"],
@@ -527,5 +530,6 @@ def run_fast(parsed: dict[str, Any]) -> int:
         method=parsed["method"],
     )
     if parsed["json"]:
-        print(json.dumps(report.__dict__, indent=2))
+        doc = document(parsed["name"], report, [n.name for n in info.nodes])
+        print(json.dumps(doc, indent=2))
     return 0

@@ -71,3 +71,25 @@ def incomplete(name: str) -> dict[str, Any]:
         "usd_per_hour": None,
         "nodes": [],
     }
+
+
+def run_list(records: list[Any]) -> dict[str, Any]:
+    """`runs` (run-list.schema.json): every recorded run, oldest first."""
+    return envelope("run-list", runs=[r.as_dict() for r in records])
+
+
+def sync(cluster: str, report: Any, node_order: list[str]) -> dict[str, Any]:
+    """`sync` (sync.schema.json): how it copied, what this machine sent, what each worker got."""
+    rank = {n: i for i, n in enumerate(node_order)}
+    workers = sorted(report.per_node.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+    return envelope(
+        "sync",
+        cluster=cluster,
+        method=report.method,
+        files=report.files,
+        size=report.size,
+        skipped=sorted(report.skipped),
+        uploaded=report.uploaded,
+        seconds=report.seconds,
+        workers=[{"name": n, "bytes": b} for n, b in workers],
+    )

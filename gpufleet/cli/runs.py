@@ -14,13 +14,17 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
 
 
-def runs(as_json: Annotated[bool, typer.Option("--json", help="one JSON list")] = False) -> None:
+def runs(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+) -> None:
     """List runs: start, end, exit code, nodes, cluster, launcher, estimated cost."""
     from gpufleet import runs as r
 
     found = r.all_runs()
     if as_json:
-        print_json([x.as_dict() for x in found])
+        from gpufleet.cli.documents import run_list
+
+        print_json(run_list(found))
         return
     if not found:
         typer.echo("no runs yet (`gpufleet run` records each one)")

@@ -30,8 +30,9 @@ def sync_(
         raise typer.BadParameter("use auto, rsync or paramiko", param_hint="--sync-method")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
+    info = state.load(name)
     report = sync(
-        state.load(name),
+        info,
         workdir.resolve(),
         include=include,
         exclude=exclude,
@@ -39,7 +40,9 @@ def sync_(
         method=method,
     )
     if as_json:
-        print_json(report.__dict__)
+        from gpufleet.cli.documents import sync as document
+
+        print_json(document(name, report, [n.name for n in info.nodes]))
 
 
 def register(app: typer.Typer) -> None:

@@ -114,7 +114,9 @@ def test_train_collect_and_teardown_steps_on_the_sandbox(tmp_path, gpufleet_home
     json.loads((tmp_path / "out" / "run.json").read_text())
     collect = step("Collect the run's record and logs")
     assert collect.returncode == 0, collect.stderr
-    (rec,) = json.loads((tmp_path / "out" / "runs.json").read_text())
+    runs = json.loads((tmp_path / "out" / "runs.json").read_text())
+    assert (runs["schema"], runs["kind"]) == (1, "run-list")
+    (rec,) = runs["runs"]
     assert (rec["cluster"], rec["status"], rec["exit_code"]) == ("nightly-test", "succeeded", 0)
     log = (tmp_path / "out" / f"{rec['id']}.log").read_text()
     assert "[node-0] done world_size=2" in log

@@ -16,9 +16,8 @@ SCHEMAS = ROOT / "gpufleet" / "schemas"
 COVERED = {
     "up": "cluster", "status": "cluster", "list": "cluster-list", "exec": "exec",
     "health": "health", "run": "run", "catalog": "catalog", "plan": "plan",
+    "runs": "run-list", "sync": "sync",
 }  # fmt: skip
-# Commands whose --json has no schema yet (named, so a new one still fails the test below).
-NOT_YET = {"runs", "sync"}  # landed from cliextra and speed: their own shapes for now
 
 
 def schemas() -> dict[str, dict]:
@@ -53,7 +52,7 @@ def test_every_json_option_is_covered_by_a_schema():
         if any("--json" in getattr(p, "opts", ()) for p in cmd.params):
             yield " ".join(prefix)
 
-    assert set(walk(build_command())) == set(COVERED) | NOT_YET
+    assert set(walk(build_command())) == set(COVERED)
     assert set(COVERED.values()) | {"node", "dry-run"} == set(schemas())
 
 
@@ -72,7 +71,8 @@ def test_offline_documents():
         *("--workdir", str(ROOT / "examples"), "--", "train_ddp.py"),
     )
     doc = check("dry-run", dry.stdout)
-    assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * 4, abs=0.01)
+    hours = doc["ttl_minutes"] / 60  # run's default --max-duration (24h since the lease)
+    assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * hours, abs=0.01)
 
 
 @requires_sshd
@@ -80,6 +80,7 @@ def test_offline_documents():
 def test_sandbox_documents(gpufleet_home, tmp_path):
     empty = check("cluster-list", gpufleet(gpufleet_home, "list", "--json").stdout)
     assert empty["clusters"] == []
+    assert check("run-list", gpufleet(gpufleet_home, "runs", "--json").stdout)["runs"] == []
     up = gpufleet(gpufleet_home, "up", "--name", "js", "--nodes", "2", "--json")
     try:
         assert up.returncode == 0, up.stderr
@@ -106,5 +107,20 @@ def test_sandbox_documents(gpufleet_home, tmp_path):
         doc = check("run", run.stdout)
         assert doc["exit_code"] == 0 and doc["cluster"] == "js" and not doc["created"]
         assert "[node-1] hi" in run.stderr  # node output goes to stderr under --json
+        (listed_run,) = check("run-list", gpufleet(gpufleet_home, "runs", "--json").stdout)["runs"]
+        assert (listed_run["id"], listed_run["status"]) == (doc["run_id"], "succeeded")
+        (tmp_path / ".gitignore").write_text("*.log\n")
+        (tmp_path / "run.log").write_text("not copied\n")
+        synced = gpufleet(gpufleet_home, "sync", "js", "--workdir", str(tmp_path), "--json")
+        assert synced.returncode == 0, synced.stderr
+        sync_doc = check("sync", synced.stdout)
+        assert sync_doc["cluster"] == "js" and "run.log" in sync_doc["skipped"]
+        # the head forwards to each worker under rsync; paramiko copies to every node itself
+        want = ["node-1"] if sync_doc["method"] == "rsync via head" else []
+        assert [w["name"] for w in sync_doc["workers"]] == want
+        # `--workdir=` is not the fast path's form: typer's command prints the same document
+        again = gpufleet(gpufleet_home, "sync", "js", f"--workdir={tmp_path}", "--json")
+        assert again.returncode == 0, again.stderr
+        assert check("sync", again.stdout).keys() == sync_doc.keys()
     finally:
         gpufleet(gpufleet_home, "down", "js")

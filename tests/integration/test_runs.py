@@ -15,7 +15,9 @@ pytestmark = requires_sshd
 def runs(home) -> list[dict]:
     r = gpufleet(home, "runs", "--json")
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert (doc["schema"], doc["kind"]) == (1, "run-list")
+    return doc["runs"]
 
 
 def test_a_run_is_listed_and_its_log_kept_per_node(gpufleet_home, tmp_path):
