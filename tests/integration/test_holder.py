@@ -51,7 +51,8 @@ def test_warm_exec_reuses_connections_and_keeps_exit_codes(make_sandbox, gpuflee
     )
     assert failed.returncode == 7 and "node-1" in failed.stderr
     only = gpufleet(gpufleet_home, "exec", "t", "--node", "node-2", "--json", "--", "echo", "x")
-    assert {n: r["stdout"] for n, r in json.loads(only.stdout).items()} == {"node-2": "x\n"}
+    doc = json.loads(only.stdout)
+    assert {n["name"]: n["stdout"] for n in doc["nodes"]} == {"node-2": "x\n"}
     slow = gpufleet(gpufleet_home, "exec", "t", "--timeout", "1", "--", "sleep", "30")
     assert slow.returncode != 0 and "timed out" in slow.stderr
     assert _accepted(info) == before
