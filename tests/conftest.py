@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,35 @@ def gpufleet_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     """Every test gets its own $GPUFLEET_HOME, so no test sees another's clusters."""
     home = tmp_path_factory.mktemp("gpufleet-home")
     monkeypatch.setenv("GPUFLEET_HOME", str(home))
-    return home
+    yield home
+    # Safety net for a test that failed before its own teardown: nothing started under this
+    # home (sshd, watchdog, QEMU, holder) outlives it. Fixtures that assert "no leftovers"
+    # tear down before this one, so a real leak still fails its test.
+    stop_processes_under(home / "clusters")
+
+
+def _processes_under(root: Path) -> list[int]:
+    marker = (str(root) + "/").encode()
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if int(p.name) != os.getpid() and marker in (p / "cmdline").read_bytes():
+                found.append(int(p.name))
+    return found
+
+
+def stop_processes_under(root: Path, grace_s: float = 2.0) -> None:
+    """TERM, then KILL after a grace, every process whose command line names `root`."""
+    pids = _processes_under(root)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and (pids := _processes_under(root)):
+            time.sleep(0.05)
+        if not pids:
+            return
 
 
 @pytest.fixture

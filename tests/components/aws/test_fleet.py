@@ -296,9 +296,11 @@ def test_type_without_efa_gets_one_plain_nic_with_a_public_ip():
         (nic,) = lt.inputs["networkInterfaces"]
         assert "interfaceType" not in nic  # a plain ENA
         assert nic["deviceIndex"] == 0
-    assert [
-        lt.inputs["networkInterfaces"][0]["associatePublicIpAddress"] for lt in p.of_type(LT)
-    ] == ["true", "false"]
+    public = {
+        lt.name: lt.inputs["networkInterfaces"][0]["associatePublicIpAddress"]
+        for lt in p.of_type(LT)
+    }
+    assert public == {"aws-g5-node-0-lt": "true", "aws-g5-node-1-lt": "false"}
     assert [e.name for e in p.of_type(EIP)] == ["aws-g5-nat-eip"]  # only NAT's
     assert_contract(p, 2)
 
