@@ -29,7 +29,7 @@ SEED = int(os.environ.get("GPUFLEET_FAULTS_SEED", time.time()))
 MOMENTS = {
     "creating": r"creating \d+ local nodes",
     "ssh-wait": r"sandbox nodes listening",
-    "copying": r"copying \d+ files",
+    "copying": r"syncing \d+ files",  # the workdir sync's first progress line
     "launching": r"launching none",
     "running": r"launching none",  # + a second
     "teardown": r"tearing down",
