@@ -27,41 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(cmd: str, env: dict, expect_lines: int | None) -> tuple[float, float]:
-    c0, t0 = cpu_children(), time.perf_counter()
-    p = subprocess.run(
-        cmd,
-        shell=True,
-        executable="/bin/bash",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    wall, cpu = time.perf_counter() - t0, cpu_children() - c0
-    if p.returncode != 0:
-        raise SystemExit(f"run failed ({p.returncode}): {cmd}\n{p.stderr[-2000:]}")
-    if expect_lines is not None and len(p.stdout.splitlines()) != expect_lines:
-        raise SystemExit(f"expected {expect_lines} lines from {cmd}, got:\n{p.stdout[-2000:]}")
-    return wall, cpu
+from _sandbox import bench_home, destroy, gf, make_cluster, ssh_config, timed
 
 
 def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
@@ -136,35 +108,26 @@ def main() -> None:
     if not shutil.which("pdsh"):
         raise SystemExit("pdsh is not installed: apt-get install pdsh")
 
-    from components.spec import ClusterSpec
-    from gpufleet import ops, sshconfig, state
-
-    home = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
-    os.environ["GPUFLEET_HOME"] = str(home)
-    env = dict(os.environ)
-    cli = Path(sys.executable).with_name("gpufleet")
-    gf = str(cli) if cli.exists() else f"{sys.executable} -m gpufleet"
-    expect = None
     runs: list[dict] = []
     summary = []
-    try:
+    with bench_home("gpufleet-bench-") as home:
+        env = dict(os.environ)
         for n in args.n:
             name = f"bench{n}"
-            info = ops.create(ClusterSpec.from_input({"name": name, "nodes": n}), lambda m: None)
-            cfg = home / f"{name}.ssh_config"
-            cfg.write_text(sshconfig.render(info))
+            info = make_cluster(name, n)
+            cfg = ssh_config(name)
             hosts = home / f"{name}.hosts"
             hosts.write_text("".join(f"{name}-{x.name}\n" for x in info.nodes))
             expect = n if args.cmd == "hostname" else None
             cm = f"-F {cfg} -o ControlPath={home}/cm-%C"
             tools = {
-                "gpufleet": f"GPUFLEET_HOLDER=0 {gf} exec {name} -- {args.cmd}",
+                "gpufleet": f"GPUFLEET_HOLDER=0 {gf()} exec {name} -- {args.cmd}",
                 "pdsh": f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} '
                 f"{args.cmd}",
-                "gpufleet-warm": f"{gf} exec {name} -- {args.cmd}",
+                "gpufleet-warm": f"{gf()} exec {name} -- {args.cmd}",
                 "ssh-cm": f"pids=; for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & "
                 'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
-                "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
+                "gpufleet-tree": f"{gf()} exec {name} --tree -- {args.cmd}",
             }
             start_warm(name, hosts, cm, env)
             bg = background_pids(name, hosts, cm, env)
@@ -180,13 +143,13 @@ def main() -> None:
             for rep in range(args.reps):
                 for tool, cmd in tools.items():
                     b0 = proc_cpu(bg.get(tool, []))
-                    w, c = timed(cmd, env, expect)
+                    w, c, _ = timed(cmd, env, expect)
                     c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
                     walls[tool].append(w)
                     cpus[tool].append(c)
                     runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
             stop_warm(hosts, cm, env)
-            ops.destroy(state.load(name), lambda m: None)
+            destroy(name)
             row = {"n": n}
             for tool in tools:
                 row[tool] = statistics.median(walls[tool])
@@ -207,10 +170,6 @@ def main() -> None:
                 f"warm gpufleet/ssh-cm {row['warm_ratio']:.2f}",
                 flush=True,
             )
-    finally:
-        for name in state.names():
-            ops.destroy(state.load(name), lambda m: None)
-        shutil.rmtree(home, ignore_errors=True)
     print(f"\ncommand `{args.cmd}`, {args.reps} timed runs per tool after 1 warm-up; median wall")
     print(
         "| N | gpufleet cold (s) | pdsh (s) | cold ratio | gpufleet warm (s) | ssh-cm (s) "
