@@ -9,12 +9,14 @@ algorithms. Tools:
   pdsh           `pdsh -R ssh -f N`, new connections
   gpufleet-warm  through the cluster's connection holder (started before timing)
   ssh-cm         one `ssh` per node through an OpenSSH ControlMaster opened before timing
-  gpufleet-tree  `exec --tree`: one kept connection to the head, which fans out (its
-                 CPU is on the head, i.e. in the sandbox's sshd sessions, not the client)
+  gpufleet-tree  `exec --tree`: one kept connection to the head (a local OpenSSH
+                 ControlMaster), and the head fans out (that CPU is on the head, i.e. in
+                 the sandbox's sshd sessions, not the client)
 One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and,
 for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
 gpufleet-warm/ssh-cm, and client CPU per node: user+sys of the client's process tree,
-plus, for the warm tools, what the holder / the ControlMasters spent during the run;
+plus, for the kept-connection tools, what the holder / the ControlMasters (and their
+ProxyJump children) / the tree's master to the head spent during the run.
 `--json` writes the raw runs too. Compare with the anchors in
 ../shared/bench/fanout/RESULTS.md (2 cores; client and nodes share them).
 
@@ -57,31 +59,56 @@ def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
     s.close()
 
 
-def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
-    """The processes the warm tools lean on: gpufleet's holder, OpenSSH's masters."""
-    from gpufleet import state
+def master_pid(opts: str, host: str, env: dict) -> int | None:
+    """The pid of the OpenSSH ControlMaster these options reach (`-O check` names it)."""
+    p = subprocess.run(
+        f"ssh {opts} -O check {host}",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if p.returncode != 0 or "pid=" not in p.stderr:
+        return None
+    return int(p.stderr.split("pid=")[1].split(")")[0])
 
-    masters = []
-    for h in hosts.read_text().split():
-        p = subprocess.run(
-            f"ssh {cm} -O check {h}", shell=True, env=env, capture_output=True, text=True
-        )
-        if "pid=" in p.stderr:
-            masters.append(int(p.stderr.split("pid=")[1].split(")")[0]))
+
+def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
+    """The processes the kept-connection tools lean on, whose CPU no child's rusage holds:
+    gpufleet's holder, OpenSSH's masters, and the ControlMaster that `exec --tree` keeps to
+    the head (head.control_path). Call it after the warm-up: that starts the tree's master."""
+    from gpufleet import state
+    from gpufleet.remote import head
+
+    masters = [p for h in hosts.read_text().split() if (p := master_pid(cm, h, env))]
     holder_pid = int((state.cluster_dir(name) / "holder.pid").read_text())
-    return {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+    bg = {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+    control = head.control_path(state.cluster_dir(name))
+    # control None: a folder path too long for a socket; the tree then runs unshared
+    if control and (tree := master_pid(f"-F /dev/null -o ControlPath={control}", name, env)):
+        bg["gpufleet-tree"] = [tree]
+    return bg
 
 
 def proc_cpu(pids: list[int]) -> float:
-    """user+sys seconds of these processes so far (/proc, clock ticks)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
+    """user+sys seconds so far of these processes and their descendants (a ControlMaster's
+    ProxyJump ssh to the head carries that node's traffic), reaped ones included (/proc,
+    clock ticks)."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, ticks)
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]))
+    tree, todo = set(), [p for p in pids if p in stats]
+    while todo:
+        p = todo.pop()
+        tree.add(p)
+        todo += [c for c, (pp, _) in stats.items() if pp == p and c not in tree]
+    return sum(stats[p][1] for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_warm(hosts: Path, cm: str, env: dict) -> None:
@@ -129,26 +156,28 @@ def main() -> None:
                 'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
                 "gpufleet-tree": f"{gf()} exec {name} --tree -- {args.cmd}",
             }
-            start_warm(name, hosts, cm, env)
-            bg = background_pids(name, hosts, cm, env)
             if args.pdsh_c25519:
                 tools["pdsh-c25519"] = (
                     f'PDSH_SSH_ARGS_APPEND="-F {cfg} -o KexAlgorithms=curve25519-sha256" '
                     f"pdsh -R ssh -f {n} -w ^{hosts} {args.cmd}"
                 )
-            for cmd in tools.values():  # warm-up: page cache, sshd first forks
-                timed(cmd, env, expect)
-            walls: dict[str, list[float]] = {t: [] for t in tools}
-            cpus: dict[str, list[float]] = {t: [] for t in tools}
-            for rep in range(args.reps):
-                for tool, cmd in tools.items():
-                    b0 = proc_cpu(bg.get(tool, []))
-                    w, c, _ = timed(cmd, env, expect)
-                    c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
-                    walls[tool].append(w)
-                    cpus[tool].append(c)
-                    runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
-            stop_warm(hosts, cm, env)
+            try:
+                start_warm(name, hosts, cm, env)
+                for cmd in tools.values():  # warm-up: page cache, sshd first forks, tree's master
+                    timed(cmd, env, expect)
+                bg = background_pids(name, hosts, cm, env)
+                walls: dict[str, list[float]] = {t: [] for t in tools}
+                cpus: dict[str, list[float]] = {t: [] for t in tools}
+                for rep in range(args.reps):
+                    for tool, cmd in tools.items():
+                        b0 = proc_cpu(bg.get(tool, []))
+                        w, c, _ = timed(cmd, env, expect)
+                        c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
+                        walls[tool].append(w)
+                        cpus[tool].append(c)
+                        runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
+            finally:
+                stop_warm(hosts, cm, env)
             destroy(name)
             row = {"n": n}
             for tool in tools:
