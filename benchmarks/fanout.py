@@ -16,7 +16,9 @@ One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and
 for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
 gpufleet-warm/ssh-cm, and client CPU per node: user+sys of the client's process tree,
 plus, for the kept-connection tools, what the holder / the ControlMasters (and their
-ProxyJump children) / the tree's master to the head spent during the run.
+ProxyJump children) / the tree's master to the head spent during the run. Warm figures
+are checked: the warm tools open no new SSH connection in a timed run (the sshd logs),
+and the holder and every master that served the first run still serve after the last.
 `--json` writes the raw runs too. Compare with the anchors in
 ../shared/bench/fanout/RESULTS.md (2 cores; client and nodes share them).
 
@@ -77,16 +79,23 @@ def master_pid(opts: str, host: str, env: dict) -> int | None:
 def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
     """The processes the kept-connection tools lean on, whose CPU no child's rusage holds:
     gpufleet's holder, OpenSSH's masters, and the ControlMaster that `exec --tree` keeps to
-    the head (head.control_path). Call it after the warm-up: that starts the tree's master."""
+    the head (head.control_path). Call it after the warm-up: that starts the tree's master.
+    A missing one ends the benchmark: the tool would silently run cold."""
     from gpufleet import state
-    from gpufleet.remote import head
+    from gpufleet.remote import head, holder
 
-    masters = [p for h in hosts.read_text().split() if (p := master_pid(cm, h, env))]
+    masters = {h: master_pid(cm, h, env) for h in hosts.read_text().split()}
+    if None in masters.values():
+        raise SystemExit(f"no ControlMaster for {[h for h, p in masters.items() if p is None]}")
     holder_pid = int((state.cluster_dir(name) / "holder.pid").read_text())
-    bg = {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+    if not holder._is_holder(holder_pid, name):
+        raise SystemExit(f"pid {holder_pid} in holder.pid is not {name}'s connection holder")
+    bg = {"gpufleet-warm": [holder_pid], "ssh-cm": list(masters.values())}
     control = head.control_path(state.cluster_dir(name))
-    # control None: a folder path too long for a socket; the tree then runs unshared
-    if control and (tree := master_pid(f"-F /dev/null -o ControlPath={control}", name, env)):
+    if control is not None:  # None: a folder path too long for a socket; the tree runs unshared
+        tree = master_pid(f"-F /dev/null -o ControlPath={control}", name, env)
+        if tree is None:
+            raise SystemExit(f"exec --tree left no ControlMaster at {control}")
         bg["gpufleet-tree"] = [tree]
     return bg
 
@@ -94,7 +103,8 @@ def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, lis
 def proc_cpu(pids: list[int]) -> float:
     """user+sys seconds so far of these processes and their descendants (a ControlMaster's
     ProxyJump ssh to the head carries that node's traffic), reaped ones included (/proc,
-    clock ticks)."""
+    clock ticks). One of `pids` gone ends the benchmark: its CPU would be lost, and its
+    tool would have run without it."""
     stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, ticks)
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -103,12 +113,24 @@ def proc_cpu(pids: list[int]) -> float:
             except OSError:
                 continue  # exited meanwhile
             stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]))
-    tree, todo = set(), [p for p in pids if p in stats]
+    gone = [p for p in pids if p not in stats]
+    if gone:
+        raise SystemExit(f"background processes {gone} exited during the runs")
+    tree, todo = set(), list(pids)
     while todo:
         p = todo.pop()
         tree.add(p)
         todo += [c for c, (pp, _) in stats.items() if pp == p and c not in tree]
     return sum(stats[p][1] for p in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def accepted(info) -> int:
+    """How many SSH logins the sandbox nodes' sshds have accepted so far (their logs)."""
+    total = 0
+    for x in info.nodes:
+        log = Path(x.workdir).parent / "sshd.log"
+        total += log.read_text(errors="replace").count("Accepted publickey")
+    return total
 
 
 def stop_warm(hosts: Path, cm: str, env: dict) -> None:
@@ -118,6 +140,11 @@ def stop_warm(hosts: Path, cm: str, env: dict) -> None:
         env=env,
         timeout=300,
     )
+
+
+# tools that must open no new connection in a timed run (bench.py in shared/bench/fanout
+# checks the same through the sshd logs): otherwise their figures are not warm ones
+WARM = ("gpufleet-warm", "ssh-cm")
 
 
 def main() -> None:
@@ -170,12 +197,17 @@ def main() -> None:
                 cpus: dict[str, list[float]] = {t: [] for t in tools}
                 for rep in range(args.reps):
                     for tool, cmd in tools.items():
-                        b0 = proc_cpu(bg.get(tool, []))
+                        a0, b0 = accepted(info), proc_cpu(bg.get(tool, []))
                         w, c, _ = timed(cmd, env, expect)
                         c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
+                        if tool in WARM and (new := accepted(info) - a0):
+                            raise SystemExit(f"{tool} opened {new} new SSH connections")
                         walls[tool].append(w)
                         cpus[tool].append(c)
                         runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
+                # the same processes still serve: every warm figure above was a warm one
+                if (after := background_pids(name, hosts, cm, env)) != bg:
+                    raise SystemExit(f"kept connections changed during the runs: {bg} -> {after}")
             finally:
                 stop_warm(hosts, cm, env)
             destroy(name)
