@@ -260,7 +260,7 @@ def test_subnet_goes_in_a_zone_that_offers_the_type(p4d):
 
 
 def test_first_zone_refuses_a_type_offered_nowhere():
-    from components.aws.network import first_zone
+    from components.aws.offers import first_zone
 
     assert first_zone(["us-west-2c", "us-west-2a"], "p5.48xlarge", "us-west-2") == "us-west-2a"
     with pytest.raises(SpecError) as e:
@@ -381,10 +381,10 @@ def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it
     group match (EC2 user guide, capacity-reservations-launch.md), and AWS recommends creating
     the reservation inside the cluster placement group (placement-groups limitations). So
     with a reservation the nodes target it and gpufleet adds no placement group of its own."""
-    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a")
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1d")
     assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
     for lt in p.of_type(LT):
         target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
         assert target["capacityReservationId"] == "cr-0123456789abcdef0"
         assert "placement" not in lt.inputs
-    assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1a"
+    assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1d"
