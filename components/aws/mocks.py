@@ -52,8 +52,10 @@ def fake_call(token: str, args: dict[str, Any]) -> dict | None:
         types = [v for f in args.get("filters") or [] for v in f["values"]]
         found = [t for t in types if offered(t, region)]
         locations = (
-            [region] if kind == "region" else [f"{region}{z}" for z in OFFERED_IN]
-        ) if found else []
+            ([region] if kind == "region" else [f"{region}{z}" for z in OFFERED_IN])
+            if found
+            else []
+        )
         return {
             "id": region,
             "locations": locations,

@@ -11,15 +11,23 @@ from components.preview import Plan, evaluate
 
 def plan(stack: str, **overrides: Any) -> Plan:
     """Evaluate stack `stack` (with spec fields overridden) under Pulumi mocks."""
+    return plan_and_fleet(stack, **overrides)[0]
+
+
+def plan_and_fleet(stack: str, **overrides: Any) -> tuple[Plan, Any]:
+    """plan(), and the GpuFleet component object the program built."""
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
         spec = spec.model_copy(update=overrides)
-    return evaluate(
-        lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
-        config=stackconfig.pulumi_config(config),
-        stack=stack,
-    )
+    built: list[Any] = []
+
+    def program() -> dict[str, Any]:
+        built.append(stackconfig.build(spec, expires_at=1_900_000_000))
+        return stackconfig.exports(built[0])
+
+    p = evaluate(program, config=stackconfig.pulumi_config(config), stack=stack)
+    return p, built[0]
 
 
 def assert_contract(p: Plan, nodes: int) -> None:

@@ -7,7 +7,7 @@ import pytest
 from components.aws.mocks import OFFERED_REGIONS
 from components.aws.offers import check_zones, first_zone
 from components.errors import SpecError
-from tests.components.stackplans import plan, refused_before_anything
+from tests.components.stackplans import plan_and_fleet, refused_before_anything
 
 
 def test_a_region_without_the_type_registers_nothing_and_names_the_region():
@@ -50,9 +50,11 @@ def test_every_zone_to_try_must_offer_the_type():
 def test_zone_choice_and_what_the_plan_says_it_checked():
     """With no zone given the first zone (by name) that offers the type is used (and kept by
     ignore_changes); a plan under mocks says its answer came from the offline stand-in."""
-    p = plan("aws-p5")
+    p, fleet = plan_and_fleet("aws-p5")
     (subnet,) = [r for r in p.of_type("aws:ec2/subnet:Subnet") if r.name == "aws-p5-subnet"]
     assert subnet.inputs["availabilityZone"] == "us-east-1b"
+    assert fleet.availability.status == "offline"
+    assert "stand-in for EC2 DescribeInstanceTypeOfferings" in fleet.availability.source
 
 
 def test_zone_helpers():
