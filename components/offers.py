@@ -21,10 +21,14 @@ class Availability:
     source: str  # who answered: an API name, or the offline stand-in
 
     def line(self) -> str:
-        said = {"live": "checked with", "offline": "checked offline against"}
-        if self.status == "not-checked":
-            return f"{self.where}: not checked ({self.source})"
-        return f"{self.where}: offered ({said[self.status]} {self.source})"
+        if self.status == "live":
+            return f"{self.where}: offered (asked {self.source})"
+        if self.status == "offline":
+            return (
+                f"{self.where}: offered per {self.source}, offline, not the cloud; "
+                "`up` asks the cloud before creating anything"
+            )
+        return f"{self.where}: not checked ({self.source})"
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -66,5 +66,5 @@ def check_offered(spec: Any, instance_type: str, region: str) -> tuple[str, Avai
     check_zones(list(spec.zone_choices), offered, instance_type, region)
     zone = spec.zone or first_zone(offered, instance_type, region)
     offline = under_mocks()
-    source = "the plan's offline stand-in for " + API if offline else API
+    source = f"a stand-in for {API} (components/aws/mocks.py)" if offline else API
     return zone, Availability("offline" if offline else "live", f"{region} ({zone})", source)
