@@ -33,14 +33,21 @@ def gate(
     est = cost.estimate(spec)
     cost.check_budget(est, max_cost)
     if dry_run:
+        from components.registry import unchecked_availability
+
+        available = unchecked_availability(spec)
         if extra is not None and extra.get("json"):
             doc: dict[str, Any] = {"schema": 1, "kind": "dry-run", "cluster": spec.name}
             doc.update(est.as_dict())
+            if available:
+                doc["availability"] = available.as_dict()
             doc.update({k: v for k, v in extra.items() if k != "json"})
             print_json(doc)
         else:
             print(f"would create cluster {spec.name}:")
             print("\n".join(cost.summary(est)))
+            if available:
+                print(f"  available  {available.line()}")
             for k, v in (extra or {}).items():
                 if k != "json":
                     print(f"  {k:<10} {v}")
