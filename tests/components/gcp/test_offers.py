@@ -28,7 +28,8 @@ def test_a_zone_without_the_machine_type_registers_nothing_and_names_the_zone(li
     (cloud.google.com/compute/docs/reference/rest/v1/machineTypes/list); pulumi_gcp wraps it
     as the synchronous gcp.compute.get_machine_types(zone, filter) (pulumi_gcp
     compute/get_machine_types.py), which runs before the component registers anything.
-    A3 High is offered in us-central1-a and -c, not -b (GPU regions and zones page)."""
+    Here GCE lists a3-highgpu-8g in us-central1-a and -c only (the zones gpufleet's table
+    has from GCE's GPU regions and zones page), and the stack asks for -b."""
     offered, asked = live_gce
     offered.update({"us-central1-a": ["a3-highgpu-8g"], "us-central1-c": ["a3-highgpu-8g"]})
     err, registered = refused_before_anything("gcp-a3", zone="us-central1-b")
