@@ -16,13 +16,13 @@ CONFIG_NAMESPACE = "gpufleet"
 CONFIG_KEY = "cluster"
 
 
-def search_path(root: Path | None = None, cwd: Path | None = None) -> list[Path]:
+def search_path(root: Path | None = None) -> list[Path]:
     """Folders a stack file is looked up in: `root` alone when given, else the current
     Pulumi project (its `stackConfigDir`, or the folder itself and its stacks/), then the
     stacks shipped with gpufleet."""
     if root is not None:
         return [root]
-    here = cwd or Path.cwd()
+    here = Path.cwd()
     dirs = [here, here / "stacks"]
     project = here / "Pulumi.yaml"
     if project.is_file():

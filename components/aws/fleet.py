@@ -71,7 +71,7 @@ def encode_user_data(text: str) -> str:
 
 
 def network_interfaces(
-    efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any = None, public: bool = True
+    efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any, public: bool
 ) -> list[Any]:
     """One interface per network card: the primary (card 0, device 0) carries the node's one
     address, as EFA when the type has EFA; every other card gets an EFA-only interface.
@@ -86,7 +86,7 @@ def network_interfaces(
     """
 
     def nic(card: int, **kw: Any) -> Any:
-        groups = [sg_id, ssh_sg_id] if card == 0 and public and ssh_sg_id is not None else [sg_id]
+        groups = [sg_id, ssh_sg_id] if card == 0 and public else [sg_id]
         return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
             device_index=0,
