@@ -32,15 +32,9 @@ class Network:
 
 
 def aws_region(spec: Any) -> str:
-    """The region the fleet is in: the spec's, which must agree with the stack's `aws:region`."""
-    configured = pulumi.Config("aws").get("region")
-    if spec.region and configured and spec.region != configured:
-        raise SpecError(
-            "region",
-            f"the cluster asks for {spec.region} but the stack's aws:region is {configured}",
-            "make gpufleet:cluster region and aws:region the same",
-        )
-    return spec.region or configured or spec.effective_region
+    """The region the fleet is in: the spec's, else the stack's `aws:region` (the two agree:
+    stackconfig.spec_from_config refuses a stack where they differ)."""
+    return spec.region or pulumi.Config("aws").get("region") or spec.effective_region
 
 
 def first_zone(locations: list[str], instance_type: str, region: str) -> str:

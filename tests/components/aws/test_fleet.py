@@ -278,11 +278,6 @@ def spec_error(fn) -> SpecError | None:
     return err
 
 
-def test_spec_region_must_agree_with_the_stacks_aws_region():
-    err = spec_error(lambda: plan("aws-p4d", region="eu-west-1"))
-    assert isinstance(err, SpecError) and err.field == "region"
-
-
 def test_ssh_from_ipv6_cidrs_goes_in_the_ipv6_field():
     p = plan("aws-p4d", ssh_cidrs=["203.0.113.7/32", "2001:db8::/64"])
     (ssh,) = named(p, SG, "aws-p4d-ssh").inputs["ingress"]
