@@ -257,6 +257,10 @@ class ClusterSpec(BaseModel):
                 ) from None
             raise SpecError(field, err["msg"], f"give {field} a valid value") from None
 
+    def with_(self, **changes: Any) -> ClusterSpec:
+        """This spec with `changes`, validated again (model_copy would skip every check)."""
+        return ClusterSpec.from_input({**self.model_dump(), **changes})
+
     @property
     def fabric(self) -> str:
         if self.cloud in PULUMI_CLOUDS and self.instance_type:

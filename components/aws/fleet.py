@@ -10,7 +10,6 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.network import aws_region, build_network
-from components.aws.rules import spec_rules
 from components.catalog import lookup
 from components.errors import GpufleetError, SpecError
 from components.fleet import GpufleetComponent
@@ -128,7 +127,6 @@ class GpuFleet(GpufleetComponent):
                 "is empty; the security group would let SSH in from nowhere",
                 "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
             )
-        spec_rules(spec)
         super().__init__(name, spec, opts, **kw)
         it = lookup("aws", spec.instance_type)
         tags = self.tags

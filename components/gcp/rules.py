@@ -149,7 +149,8 @@ def labels(tags: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_spec(spec: Any) -> None:
-    """GCP-specific refusals, before anything is declared (the component's whole check)."""
+    """What only the component checks: ssh_cidrs, which the CLI fills in after the spec is
+    made (ClusterSpec's validation ran spec_rules)."""
     if not spec.ssh_cidrs:
         # An ingress firewall without source ranges or tags admits 0.0.0.0/0
         # (hashicorp/terraform-provider-google#6789), so an empty list would open SSH to all.
@@ -158,7 +159,6 @@ def check_spec(spec: Any) -> None:
             "is empty; on GCP a firewall rule without sources admits every address",
             "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
         )
-    spec_rules(spec)
 
 
 def spec_rules(spec: Any) -> None:

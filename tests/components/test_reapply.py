@@ -31,7 +31,7 @@ def plan_at(stack: str, now: float, monkeypatch: pytest.MonkeyPatch, **overrides
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
-        spec = spec.model_copy(update=overrides)
+        spec = spec.with_(**overrides)
     return evaluate(
         lambda: stackconfig.exports(stackconfig.build(spec)),
         config=stackconfig.pulumi_config(config),

@@ -14,7 +14,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 
 def bake_plan(**overrides) -> Plan:
     cfg = stackconfig.stack_config("aws-p4d")
-    spec = stackconfig.spec_from_config(cfg, stack="aws-p4d").model_copy(update=overrides)
+    spec = stackconfig.spec_from_config(cfg, stack="aws-p4d").with_(**overrides)
     return evaluate(lambda: bake_program(spec), config=stackconfig.pulumi_config(cfg))
 
 
