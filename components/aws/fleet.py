@@ -117,6 +117,25 @@ def reservation_target(reservation: str | None) -> Any:
     )
 
 
+def market_options(spec: Any) -> Any:
+    """Spot (one-time, terminated on interruption), a Capacity Block, or None: on-demand.
+
+    A Capacity Block for ML is launched into with market type `capacity-block` next to its
+    reservation id (EC2 user guide, capacity-blocks-launch: purchasing option "Capacity
+    Blocks"; LaunchTemplateInstanceMarketOptions.MarketType: spot | capacity-block).
+    """
+    if spec.capacity_block:
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+    if spec.spot:
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="spot",
+            spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                instance_interruption_behavior="terminate", spot_instance_type="one-time"
+            ),
+        )
+    return None
+
+
 class GpuFleet(GpufleetComponent):
     cloud = "aws"
 
@@ -134,20 +153,15 @@ class GpuFleet(GpufleetComponent):
         region = aws_region(spec)
         net = build_network(name, spec, tags, child, region)
 
-        placement = None
+        # With a reservation, its own placement group (if it was made in one) or none: EC2
+        # matches a reservation on its placement group, so a group of ours would miss it.
+        group: pulumi.Input[str] | None = spec.placement_group
         if not spec.reservation:
-            placement = aws.ec2.PlacementGroup(
+            group = aws.ec2.PlacementGroup(
                 f"{name}-pg", strategy="cluster", tags={**tags, "Name": f"{name}-pg"}, opts=child
-            )
+            ).name
         ami = image_id(spec.image)
-        market = None
-        if spec.spot:
-            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
-                market_type="spot",
-                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
-                    instance_interruption_behavior="terminate", spot_instance_type="one-time"
-                ),
-            )
+        market = market_options(spec)
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -161,12 +175,7 @@ class GpuFleet(GpufleetComponent):
                 image_id=ami,
                 instance_type=it.name,
                 network_interfaces=nics,
-                # With a reservation its capacity decides placement: EC2 matches a reservation
-                # on type, zone and placement group (capacity-reservations-launch.md); create it
-                # in a cluster placement group to keep the nodes close.
-                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name)
-                if placement
-                else None,
+                placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=group) if group else None,
                 capacity_reservation_specification=reservation_target(spec.reservation),
                 metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                     http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2

@@ -383,3 +383,51 @@ def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it
         assert target["capacityReservationId"] == "cr-0123456789abcdef0"
         assert "placement" not in lt.inputs
     assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1a"
+
+
+def test_a_reservation_made_in_a_cluster_placement_group_is_launched_into_that_group():
+    """EC2 launches into a reservation only when the instance's placement group matches the
+    one the reservation was made in (EC2 user guide, capacity-reservations-launch: "For
+    Placement group, select the cluster placement group in which to launch the instance";
+    "Capacity Reservations for cluster placement groups"). gpufleet cannot create that
+    group (it must exist before the reservation), so the spec names it."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", placement_group="g1")
+    assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
+    for lt in p.of_type(LT):
+        assert lt.inputs["placement"] == {"groupName": "g1"}
+        assert "instanceMarketOptions" not in lt.inputs  # an ODCR is on-demand capacity
+
+
+def test_a_capacity_block_is_launched_with_the_capacity_block_market_type():
+    """A Capacity Block for ML is used by launching with purchasing option "Capacity Blocks"
+    and its reservation id (EC2 user guide, capacity-blocks-launch.html), i.e. the launch
+    template's InstanceMarketOptions.MarketType `capacity-block` (EC2 API reference,
+    LaunchTemplateInstanceMarketOptions: valid values spot | capacity-block); without it the
+    launch is an on-demand one that does not use the block."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", capacity_block=True)
+    for lt in p.of_type(LT):
+        assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
+        target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+        assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"placement_group": "g1"}, "placement_group"),  # no reservation to qualify
+        ({"capacity_block": True}, "capacity_block"),
+        (
+            {"reservation": "cr-0123456789abcdef0", "placement_group": "has space"},
+            "placement_group",
+        ),
+        (
+            {"cloud": "gcp", "instance_type": "a2-highgpu-8g", "capacity_block": True},
+            "capacity_block",
+        ),
+    ],
+)
+def test_reservation_options_are_refused_where_they_mean_nothing(fields, field):
+    data = {"name": "c", "cloud": "aws", "instance_type": "p5.48xlarge", "zone": "us-east-1a"}
+    with pytest.raises(SpecError) as e:
+        ClusterSpec.from_input({**data, **fields})
+    assert e.value.field == field
