@@ -85,11 +85,15 @@ EIP = "aws:ec2/eip:Eip"
 
 
 def test_only_the_head_gets_an_elastic_ip_so_six_p4d_nodes_fit_the_eip_quota():
-    """AWS gives an instance launched with several network interfaces no public IPv4, and a
-    Region allows 5 Elastic IPs by default ("Elastic IP addresses per Region: 5", Amazon VPC
-    quotas, https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html): one EIP
-    per p4d node made a 6-node cluster fail with AddressLimitExceeded. Only the head (and
-    the NAT gateway) take one, whatever the size."""
+    """AWS gives an instance launched with several network interfaces no public IPv4 (EC2 API
+    reference, InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress: "can only be
+    assigned to a network interface for eth0 ... You cannot specify more than one network
+    interface in the request", docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_InstanceNetworkInterfaceSpecification.html), and a Region allows 5 Elastic IPs by
+    default ("Elastic IP addresses per Region: 5", Amazon VPC quotas, https://docs.aws.amazon.com/
+    vpc/latest/userguide/amazon-vpc-limits.html): one EIP per p4d node made a 6-node cluster
+    fail with AddressLimitExceeded. Only the head (and the NAT gateway) take one, whatever the
+    size."""
     p = plan("aws-p4d", nodes=6)
     eips = p.of_type(EIP)
     assert sorted(e.name for e in eips) == ["aws-p4d-nat-eip", "aws-p4d-node-0-eip"]
@@ -148,6 +152,12 @@ def test_public_workers_gives_every_node_an_eip_and_needs_no_nat():
 
 
 def test_security_group_self_ingress_and_egress_all_protocols(p4d):
+    """EFA's OS bypass works only if the EFA is in a security group that allows all inbound AND
+    all outbound traffic to and from the group itself (EC2 user guide, create-efa.html
+    "Considerations", pointing to efa-start.html#efa-start-security "Step 1: Prepare an
+    EFA-enabled security group"; AWS PCS's EFA group adds both an ingress and an egress rule,
+    protocol -1, source the group: pcs/latest/userguide/working-with_networking_efa_create-sg.html).
+    The ingress self rule alone is not enough."""
     sg = named(p4d, SG, "aws-p4d-sg")
     self_in = [r for r in sg.inputs["ingress"] if r.get("self")]
     self_out = [r for r in sg.inputs["egress"] if r.get("self")]
@@ -166,6 +176,12 @@ def test_ssh_is_only_open_to_the_stack_cidrs(p4d):
 
 
 def test_imdsv2_encrypted_gp3_root_and_shutdown_terminates(p4d):
+    """An EBS-backed instance shut down from its OS (shutdown, poweroff; not halt) stops by
+    default and terminates only when its InstanceInitiatedShutdownBehavior is terminate; the
+    attribute applies to OS-initiated shutdowns only, not to StopInstances (EC2 user guide,
+    "Change instance initiated shutdown behavior", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    Using_ChangingInstanceInitiatedShutdownBehavior.html). The node's expiry timer powers off,
+    so every template must say terminate or an expired node stays, stopped, with its volume."""
     for lt in p4d.of_type(LT):
         assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
         (root,) = lt.inputs["blockDeviceMappings"]
