@@ -6,7 +6,10 @@ What the clouds do with a changed input is what makes these tests matter:
   `launch_template` is ForceNew) - every node replaced;
 - Azure: `osProfile.customData` cannot be changed on an existing VM ("Changing property
   'customData' is not allowed", learn.microsoft.com/azure/virtual-machines/custom-data);
-- GCP: metadata and labels are rewritten in place, and a changed boot disk forces a new VM.
+- GCP: metadata and labels are rewritten in place on a running VM (Compute API
+  instances.setMetadata and instances.setLabels), and a changed boot disk forces a new VM
+  (terraform-provider-google, google/services/compute/resource_compute_instance.go:
+  `boot_disk` and its `initialize_params.image` are ForceNew).
 So two plans of one unchanged stack must be identical whatever the clock says, and a plan with one
 node more must leave the first nodes' inputs untouched (issue 7, items 2 and 7).
 """

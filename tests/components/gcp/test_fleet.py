@@ -103,7 +103,11 @@ def test_a3_is_refused_on_the_stock_image_naming_what_is_missing():
 def test_a3_local_ssds_are_declared_so_a_reapply_keeps_the_vm():
     """a3-highgpu-8g comes with 16 bundled 375 GB local NVMe SSDs (GCE GPU machine types page;
     Cluster Toolkit sets local_ssd_count: 16 for A3). Left out of the instance's scratch disks,
-    the provider sees GCE's disks as a difference and replaces the VM on the next apply."""
+    the provider sees GCE's disks as a difference and replaces the VM on the next apply:
+    scratch_disk is ForceNew in google_compute_instance, and a machine type whose local SSDs
+    GCE attaches itself shows "scratch_disk { # forces replacement }" on a re-apply of the same
+    config (hashicorp/terraform-provider-google#19648 "Scratch disks force VM replacement on
+    same state apply"; GoogleCloudPlatform/cloud-foundation-fabric#4148, for Z3)."""
     for vm in plan("gcp-a3").of_type(VM):
         assert vm.inputs["scratchDisks"] == [{"interface": "NVME"}] * 16
     for vm in plan("gcp-a2").of_type(VM):  # a2-highgpu has none bundled
@@ -222,12 +226,20 @@ def test_region_follows_a_zone_given_alone():
 
 
 def test_zone_outside_the_region_and_ttl_past_gce_limit_are_refused():
+    """A zone belongs to one region (GCE regions and zones). GCE limits a VM's run time, set
+    as a duration or as a termination time, to at least 30 seconds and at most 120 days
+    (cloud.google.com/compute/docs/instances/limit-vm-runtime, "Limitations"): a longer TTL
+    would fail only at `pulumi up`, so the spec takes 120 days and refuses a minute more."""
     with pytest.raises(SpecError) as e:
         plan("gcp-g2", region="us-central1", zone="europe-west4-b")
     assert e.value.field == "zone"
-    with pytest.raises(SpecError) as e:
-        plan("gcp-g2", ttl_minutes=121 * 24 * 60)
-    assert e.value.field == "ttl_minutes"
+    days_120 = 120 * 24 * 60
+    (vm, *_) = plan("gcp-g2", ttl_minutes=days_120).of_type(VM)
+    assert vm.inputs["scheduling"]["terminationTime"]
+    for too_long in (days_120 + 1, 121 * 24 * 60):
+        with pytest.raises(SpecError) as e:
+            plan("gcp-g2", ttl_minutes=too_long)
+        assert e.value.field == "ttl_minutes"
 
 
 @pytest.mark.parametrize(
