@@ -667,6 +667,15 @@ def test_node_goes_at_the_earlier_of_hard_expiry_and_lease(p4d, hard, lease, rem
 
 
 def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(tmp_path):
+    """An Azure VM shut down from inside is "Stopped", and "virtual machines in the stopped
+    state still incur compute charges"; only Deallocated or deleted stops them (Azure VM
+    power states table, learn.microsoft.com/azure/virtual-machines/states-billing). So the
+    node deletes itself: IMDS hands a VM a token for its managed identity, a user-assigned one
+    picked by client_id, from GET http://169.254.169.254/metadata/identity/oauth2/token?
+    api-version=2018-02-01&resource=https://management.azure.com/ with header Metadata: true
+    (learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token,
+    "Get a token using HTTP"), and that token authorizes ARM's Virtual Machines - Delete.
+    If the DELETE fails the node still powers off, and shows as Stopped for `gpufleet down`."""
     node = prebake(make_node(tmp_path, "azure", "Standard_ND96asr_v4"))
     node.set_env(AZURE_CLIENT_ID="cid", AZURE_SUBSCRIPTION_ID="sub", AZURE_RESOURCE_GROUP="rg")
     node.set_env(GPUFLEET_EXPIRES_AT="1000")
@@ -681,6 +690,9 @@ def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(tm
     calls = node.recorded()
     assert "-X DELETE" in calls and "/subscriptions/sub/resourceGroups/rg/" in calls
     assert "virtualMachines/vm-0?" in calls and "client_id=cid" in calls
+    assert "169.254.169.254/metadata/identity/oauth2/token?" in calls
+    assert "resource=https://management.azure.com/" in calls and "Metadata:true" in calls
+    assert "Authorization: Bearer token" in calls
     assert calls.rstrip().endswith("systemctl poweroff")
     assert "powering off" in r.stderr
 
