@@ -143,10 +143,24 @@ def test_workers_reach_the_internet_through_nat_and_the_head_answers_through_the
 
 
 def test_public_workers_gives_every_node_an_eip_and_needs_no_nat():
+    """With public_workers every node must be reachable and reach out by itself. A multi-NIC
+    launch gets no public IPv4, which goes to eth0 only (EC2 API reference,
+    API_InstanceNetworkInterfaceSpecification.html, AssociatePublicIpAddress), so each node's
+    Elastic IP goes on its primary interface; an instance with a public address needs no NAT
+    device, which is for instances without one (NAT gateways, https://docs.aws.amazon.com/vpc/
+    latest/userguide/vpc-nat-gateway.html), so the subnet routes 0.0.0.0/0 to the internet
+    gateway; and a security group admits only what its rules list (security-group-rules.html),
+    so the SSH-from-CIDRs group is on every node's primary interface."""
     p = plan("aws-p4d", public_workers=True)
-    assert sorted(e.name for e in p.of_type(EIP)) == ["aws-p4d-node-0-eip", "aws-p4d-node-1-eip"]
+    nodes = p.outputs["nodes"]
+    eips = {e.name: e for e in p.of_type(EIP)}
+    assert sorted(eips) == [f"aws-p4d-node-{i}-eip" for i in range(len(nodes))]
+    for i, n in enumerate(nodes):  # the mock gives instance i primary interface eni-0000000i
+        assert eips[f"aws-p4d-node-{i}-eip"].inputs["networkInterface"] == f"eni-{i:08d}"
+        assert n["public_ip"]
     assert not p.of_type("aws:ec2/natGateway:NatGateway")
-    assert all(n["public_ip"] for n in p.outputs["nodes"])
+    routes = named(p, "aws:ec2/routeTable:RouteTable", "aws-p4d-routes").inputs["routes"]
+    assert routes == [{"cidrBlock": "0.0.0.0/0", "gatewayId": "aws-p4d-igw-id"}]
     for lt in p.of_type(LT):
         assert "aws-p4d-ssh-id" in lt.inputs["networkInterfaces"][0]["securityGroups"]
 
