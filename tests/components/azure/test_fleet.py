@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 
 import pytest
 
@@ -107,16 +108,30 @@ def test_workers_reach_the_internet_through_a_nat_gateway(nd):
 
 
 def test_public_workers_gives_every_nic_a_public_ip_and_needs_no_nat():
+    """A VM with a public IP explicitly associated with it has explicit outbound
+    connectivity, as a NAT gateway would give it (default outbound access, "Examples of
+    explicit outbound connectivity": https://learn.microsoft.com/azure/virtual-network/
+    ip-services/default-outbound-access), so with a public IP on every NIC no NAT gateway is
+    needed; an NSG rule whose destination is an application security group applies only to
+    the NICs in it (application-security-groups), so every NIC joins the SSH group."""
     p = plan("azure-nd-a100", public_workers=True)
-    assert len(p.of_type("azure-native:network:PublicIPAddress")) == 2
     assert not p.of_type("azure-native:network:NatGateway")
+    pips = {f"{ip.name}-id" for ip in p.of_type("azure-native:network:PublicIPAddress")}
+    (rule,) = p.one("azure-native:network:NetworkSecurityGroup").inputs["securityRules"]
+    for nic in p.of_type("azure-native:network:NetworkInterface"):
+        (cfg, *_) = nic.inputs["ipConfigurations"]
+        assert cfg["publicIPAddress"]["id"] in pips
+        assert cfg["applicationSecurityGroups"] == rule["destinationApplicationSecurityGroups"]
     assert all(n["public_ip"] for n in p.outputs["nodes"])
 
 
 def test_hpc_image_pinned_and_custom_data(nd):
     """A marketplace image "latest" moves: microsoft-dsvm:ubuntu-hpc:2204 changes its NVIDIA
     driver branch between versions (azhpc-images versions.json per release), and the recipe
-    replaces a driver off the version set's branch, so the image version is pinned."""
+    replaces a driver off the version set's branch, so the image version is pinned. ARM takes
+    an image version as "Major.Minor.Build" (decimal numbers) or "latest", which it resolves
+    at deploy time (ImageReference.version, Azure Compute API reference): only the first is a
+    pin."""
     for vm in nd.of_type(VM):
         ref = vm.inputs["storageProfile"]["imageReference"]
         assert (ref["publisher"], ref["offer"], ref["sku"]) == (
@@ -124,7 +139,7 @@ def test_hpc_image_pinned_and_custom_data(nd):
             "ubuntu-hpc",
             "2204",
         )
-        assert ref["version"] != "latest" and ref["version"].startswith("22.04.")
+        assert re.fullmatch(r"\d+\.\d+\.\d+", ref["version"]), ref["version"]
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert text.startswith("#cloud-config")
         assert "priority" not in vm.inputs
