@@ -73,7 +73,13 @@ def test_one_node_more_leaves_the_first_nodes_inputs_unchanged(stack, monkeypatc
 
 
 def test_a_changed_ttl_is_the_only_thing_that_moves_the_expiry(monkeypatch):
-    """The expiry lives in the stack's state: only a new ttl_minutes updates it."""
+    """The expiry lives in the stack's state. Pulumi runs a dynamic provider's create once and
+    keeps its outputs in state; on a later `up` it calls diff(old outputs, new inputs), and a
+    result with changes and no replaces means an in-place update, no changes means the old
+    outputs stay (pulumi.dynamic DiffResult: "changes ... suggests an update", "replaces: if
+    this update requires a replacement"; pulumi.com/docs/iac/concepts/resources/
+    dynamic-providers). So a re-apply two hours later must report no change, and only a new
+    ttl_minutes may report one, as an update from the original creation time."""
     from components.expiry import _ExpiryProvider
 
     provider = _ExpiryProvider()
