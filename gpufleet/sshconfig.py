@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.spec import ClusterInfo, NodeInfo
+from gpufleet.remote.knownhosts import private_port
 
 FILE = "ssh_config"  # in the cluster's state folder: `Include` picks it up, `down` removes it
 
@@ -36,7 +37,7 @@ def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | 
         lines = [
             "Host " + " ".join(aliases(info, n)),
             f"    HostName {n.private_ip if internal else (n.public_ip or n.private_ip)}",
-            f"    Port {n.ssh_port}",
+            f"    Port {private_port(n) if internal else n.ssh_port}",
             *([] if jump_host is None else [f"    ProxyJump {info.name}-{jump_host.name}"]),
             f"    User {info.ssh_user}",
             f"    IdentityFile {info.ssh_key_path}",

@@ -286,7 +286,8 @@ class VmProvisioner:
                         name=name,
                         private_ip=private_ip(index),
                         public_ip="127.0.0.1",
-                        ssh_port=port,
+                        ssh_port=port,  # forwarded on 127.0.0.1
+                        private_ssh_port=22,  # sshd's own port, where the other VMs reach it
                         gpus=0,
                         host_key=" ".join(host.public_openssh.split()[:2]),
                         # As on a cloud: the key in the user data is replaced on first contact.

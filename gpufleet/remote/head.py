@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.remote.knownhosts import host_entry
+from gpufleet.remote import knownhosts
 
 # Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
 HEAD_KEYS = "../.gpufleet-ssh"
@@ -92,14 +92,15 @@ def in_workdir(node: Any, script: str) -> str:
 
 def head_known_hosts(info: Any) -> str:
     """The workers' pinned host keys at the addresses the head reaches them by (private)."""
-    return "".join(f"{host_entry(n.private_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes[1:])
+    return knownhosts.render(info.nodes[1:], public=False)
 
 
 def worker_rows(info: Any) -> list[str]:
     rows = []
     for n in info.nodes[1:]:
         wd = n.workdir.rstrip("/") or "."
-        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {n.ssh_port} {wd} {key_type(n)}")
+        port = knownhosts.private_port(n)
+        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {port} {wd} {key_type(n)}")
     return rows
 
 
