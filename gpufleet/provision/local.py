@@ -32,6 +32,7 @@ from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo,
 from gpufleet import state
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
+from gpufleet.remote import knownhosts
 from gpufleet.sshkeys import generate_ed25519
 
 SSHD_INSTALL = (
@@ -342,7 +343,7 @@ class LocalProvisioner:
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
                 host_key_rotation=SANDBOX_HOST_KEYS,
             )
-            _write(cdir / "known_hosts", known_hosts(info), 0o644)
+            _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
             self._wait_listening(info, procs, progress)
             return info
@@ -394,13 +395,6 @@ class LocalProvisioner:
             else "stopped"
             for n in info.nodes
         }
-
-
-def known_hosts(info: ClusterInfo) -> str:
-    """known_hosts lines pinning each node's host key at its address and port."""
-    from gpufleet.remote.knownhosts import render
-
-    return render(info.nodes)
 
 
 def _record_pids(cdir: Path, pids: dict[str, int]) -> None:
