@@ -15,39 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.remote import knownhosts
+from gpufleet.remote import knownhosts, sshopts
 
 # Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
 HEAD_KEYS = "../.gpufleet-ssh"
 MUX_PERSIST_S = 300
-# AES-GCM first: with AES-NI / ARMv8 crypto it moves bulk data faster than OpenSSH's
-# default first choice, chacha20-poly1305 (~1.8x on this project's build machine).
-CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr"
 
 
 def ssh_options(key: str, known_hosts: str, port: int, host_key_type: str) -> list[str]:
     """OpenSSH options: the cluster key, the pinned host key only, never a prompt."""
-    opts = [
-        "-F",
-        "/dev/null",
-        "-i",
-        key,
-        "-p",
-        str(port),
-    ]
-    for o in (
-        "IdentitiesOnly=yes",
-        "IdentityAgent=none",
-        f"UserKnownHostsFile={known_hosts}",
-        "GlobalKnownHostsFile=/dev/null",
-        "StrictHostKeyChecking=yes",
-        f"HostKeyAlgorithms={host_key_type}",
-        "BatchMode=yes",
-        "ConnectTimeout=20",
-        f"Ciphers={CIPHERS}",
-    ):
-        opts += ["-o", o]
-    return opts
+    options = sshopts.pinned(known_hosts, host_key_type) + sshopts.TRANSPORT
+    return ["-F", "/dev/null", "-i", key, "-p", str(port), *sshopts.as_args(options)]
 
 
 def mux_options(control_path: str | None, master: bool = True) -> list[str]:
@@ -109,11 +87,9 @@ def worker_rows(info: Any) -> list[str]:
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
     'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
-    'RSH="ssh -F /dev/null -i $K/id_ed25519 -o IdentitiesOnly=yes -o IdentityAgent=none '
-    "-o UserKnownHostsFile=$K/known_hosts -o GlobalKnownHostsFile=/dev/null "
-    "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=20 "
-    f"-o Ciphers={CIPHERS} "
-    f'-o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
+    'RSH="ssh -F /dev/null -i $K/id_ed25519 '
+    + " ".join(sshopts.as_args(sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT))
+    + f' -o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
     "export K CP RSH",
 ]
 
