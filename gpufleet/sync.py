@@ -505,31 +505,3 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
     if out["method"] not in ("auto", "rsync", "paramiko") or not Path(out["workdir"]).is_dir():
         return None  # typer reports it
     return out
-
-
-def run_fast(parsed: dict[str, Any]) -> int:
-    """The `sync` command on a parsed command line: progress on stderr, --json on stdout."""
-    import json
-    import sys
-
-    from gpufleet import state
-
-    def progress(message: str) -> None:
-        sys.stderr.write(f"gpufleet: {message}\n")
-        sys.stderr.flush()
-
-    from gpufleet.cli.documents import sync as document
-
-    info = state.load_view(parsed["name"])
-    report = sync(
-        info,
-        Path(parsed["workdir"]).resolve(),
-        include=parsed["include"],
-        exclude=parsed["exclude"],
-        progress=progress,
-        method=parsed["method"],
-    )
-    if parsed["json"]:
-        doc = document(parsed["name"], report, [n.name for n in info.nodes])
-        print(json.dumps(doc, indent=2))
-    return 0
