@@ -93,8 +93,9 @@ def job_files(root: Path) -> list[str]:
     files = _git_files(root)
     if files is None:
         return _walk(root)
-    skip = ALWAYS_SKIP
-    return sorted(p for p in files if not (set(Path(p).parts) & skip) and (root / p).is_file())
+    return sorted(
+        p for p in files if not (set(Path(p).parts) & ALWAYS_SKIP) and (root / p).is_file()
+    )
 
 
 def matches(pattern: str, rel: str) -> bool:
