@@ -24,8 +24,10 @@ from gpufleet.remote.head import (
     head_run,
     key_type,
     mux_options,
+    popen,
     ssh_options,
     start_prepare,
+    stderr_text,
     worker_rows,
 )
 
@@ -272,8 +274,7 @@ def _run_client_rsync(argv: list[str], progress: Progress, head: str) -> tuple[i
     """
     started = time.monotonic()
     last = started
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    proc = popen(argv)
     tail = b""
     out = b""
     while chunk := proc.stdout.read1(65536):  # type: ignore[attr-defined]
@@ -289,7 +290,7 @@ def _run_client_rsync(argv: list[str], progress: Progress, head: str) -> tuple[i
                     f"→ {head}: {_mb(int(done.replace(b',', b'')))} {pct.decode()}% {rate.decode()}"
                 )
                 last = now
-    err = proc.stderr.read().decode(errors="replace")
+    err = stderr_text(proc)
     code = proc.wait()
     if code != 0:
         raise SyncFailed(head, code, err.strip()[-1000:])
@@ -405,11 +406,10 @@ def _rsync_via_head(
     unchanged = False
     script = fanout_script(info, changed)
     fan = head_run(info, control, script)
-    assert fan.stdout is not None and fan.stderr is not None
     first = fan.stdout.readline()
     if not first and fan.wait() == 255:  # OpenSSH failed before the head ran anything
+        stderr_text(fan)  # closes its spool file
         fan = head_run(info, None, script)
-        assert fan.stdout is not None and fan.stderr is not None
         first = fan.stdout.readline()
     for raw in itertools.chain([first], fan.stdout):
         line = raw.decode(errors="replace").strip()
@@ -424,7 +424,7 @@ def _rsync_via_head(
                     f"{head.name} → {name}: {_mb(int(nbytes))} in {elapsed:.1f}s "
                     f"({_mb(int(nbytes) / elapsed)}/s; {len(results)}/{len(info.nodes) - 1})"
                 )
-    err = fan.stderr.read().decode(errors="replace")
+    err = stderr_text(fan)
     if fan.wait() != 0:
         raise SyncFailed(head.name, fan.returncode, f"head to workers: {err[-800:]}")
     if unchanged:

@@ -11,6 +11,7 @@ import io
 import shlex
 import subprocess
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -152,31 +153,51 @@ def stop_mux(info: Any) -> None:
     )
 
 
-def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
-    node = info.nodes[0]
-    return subprocess.Popen(
-        [*head_ssh_argv(info, control), in_workdir(node, script)],
+def popen(argv: list[str], stdin: bool = False) -> Any:
+    """Start `argv`, stdout piped, stderr spooled to an unnamed temp file (read by
+    stderr_text once stdout is done): a stderr pipe read only at the end would fill at
+    64 KB and stall the writer before its stdout ends."""
+    err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stderr_text)
+    proc = subprocess.Popen(
+        argv,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=err,
     )
+    proc.stderr = err
+    return proc
+
+
+def stderr_text(proc: Any) -> str:
+    """What a popen() process wrote to stderr (call after its stdout ended)."""
+    proc.wait()
+    proc.stderr.seek(0)
+    text = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    return text
+
+
+def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
+    node = info.nodes[0]
+    return popen([*head_ssh_argv(info, control), in_workdir(node, script)], stdin=stdin)
 
 
 def finish(proc: Any) -> tuple[int, str]:
     """Wait for a head command that prints little: (exit code, stderr)."""
     proc.stdout.read()
-    err = proc.stderr.read().decode(errors="replace")
-    return proc.wait(timeout=120), err
+    code = proc.wait(timeout=120)
+    return code, stderr_text(proc)
 
 
-def start_prepare(info: Any, control: str | None) -> Any:
+def start_prepare(info: Any, control: str | None, script: str | None = None) -> Any:
     """Hand the head its keys (and warm its worker connections); finish() it later.
 
-    Exit code 99: the head has no rsync.
+    Exit code 99: the head has no rsync. `script`: what the head runs instead of
+    prepare_script(info), reading the keys' tar from stdin first.
     """
     import contextlib
 
-    proc = head_run(info, control, prepare_script(info), stdin=True)
+    proc = head_run(info, control, prepare_script(info) if script is None else script, stdin=True)
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(private_tar(head_files(info)))
     proc.stdin.close()

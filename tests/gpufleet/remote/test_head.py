@@ -68,3 +68,15 @@ def test_vm_known_hosts_pins_forwarded_public_and_private_ports():
         "[127.0.0.1]:40101 ssh-ed25519 AAAAkey1",
         "10.77.0.11 ssh-ed25519 AAAAkey1",
     ]
+
+
+def test_popen_spools_stderr_so_a_chatty_command_cannot_stall_on_a_full_pipe():
+    """rsync or the head's fan-out may write far more than a pipe holds (64 KB on Linux) to
+    stderr before its stdout ends; the reader reads stdout to its end first."""
+    import sys
+
+    chatty = "import sys; sys.stderr.write('w' * 300_000); sys.stderr.flush(); print('done')"
+    proc = head.popen([sys.executable, "-c", chatty])
+    assert proc.stdout.read() == b"done\n"
+    assert head.stderr_text(proc) == "w" * 300_000
+    assert proc.returncode == 0
