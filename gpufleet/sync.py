@@ -68,26 +68,13 @@ def _gitignore_patterns(root: Path) -> list[str]:
     if not f.exists():
         return []
     lines = (ln.strip() for ln in f.read_text().splitlines())
-    return [ln.rstrip("/") for ln in lines if ln and not ln.startswith(("#", "!"))]
+    return [ln for ln in lines if ln and not ln.startswith(("#", "!"))]
 
 
 def _walk(root: Path) -> list[str]:
-    patterns = _gitignore_patterns(root)
-
-    def ignored(rel: str, name: str) -> bool:
-        return name in ALWAYS_SKIP or any(
-            fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p.lstrip("/")) for p in patterns
-        )
-
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = [d for d in dirnames if not ignored(os.path.join(rel_dir, d), d)]
-        files += [
-            os.path.join(rel_dir, f) for f in filenames if not ignored(os.path.join(rel_dir, f), f)
-        ]
-    return sorted(files)
+    """Without git: every file not matching ALWAYS_SKIP or .gitignore (read by matches())."""
+    patterns = [*ALWAYS_SKIP, *_gitignore_patterns(root)]
+    return sorted(_all_files(root, lambda rel: any(matches(p, rel) for p in patterns)))
 
 
 def job_files(root: Path) -> list[str]:
@@ -128,13 +115,15 @@ class Selection:
         return sum((root / f).lstat().st_size for f in self.files)
 
 
-def _all_files(root: Path) -> Iterable[str]:
+def _all_files(root: Path, ignored: Callable[[str], bool] = lambda rel: False) -> Iterable[str]:
+    """Every file and symlink (a symlinked folder too, as git lists it) under `root` but .git,
+    minus what `ignored` names; a folder is asked about as `dir/`, and not entered if ignored."""
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         rel = "" if rel == "." else rel + "/"
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        yield from (rel + f for f in filenames)
-        yield from (rel + d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+        links = [d for d in dirnames if d != ".git" and os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d != ".git" and not ignored(f"{rel}{d}/")]
+        yield from (rel + f for f in [*filenames, *links] if not ignored(rel + f))
 
 
 def select(root: Path, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Selection:
