@@ -19,7 +19,7 @@ def plan_and_fleet(stack: str, **overrides: Any) -> tuple[Plan, Any]:
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
-        spec = spec.model_copy(update=overrides)
+        spec = spec.with_(**overrides)
     built: list[Any] = []
 
     def program() -> dict[str, Any]:
@@ -62,7 +62,7 @@ def refused_before_anything(stack: str, config: dict[str, str] | None = None, **
     raw = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(raw, stack=stack)
     if overrides:
-        spec = spec.model_copy(update=overrides)
+        spec = spec.with_(**overrides)
     seen: list[str] = []
     original = RecordingMocks.new_resource
 
