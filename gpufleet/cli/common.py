@@ -44,41 +44,38 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
     return emit
 
 
-_UNITS = {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_TTL_MINUTES = 366 * 1440  # a year: beyond it a timestamp means nothing (and overflows)
+
+
+def parse_duration(text: str, field: str, example: str = "30m, 4h or 1h30m") -> float:
+    """'90s', '45m', '1h30m', '2d' or plain minutes -> seconds, at most 366 days.
+
+    Only ASCII digits count ('²' is a digit to str.isdigit but no duration).
+    """
+    t = text.strip().lower()
+    bad = SpecError(field, f"{text!r} is not a duration", f"write it like {example}")
+    if not t.isascii() or len(t) > 40:
+        raise bad
+    if t.isdigit():
+        seconds = int(t) * 60.0
+    else:
+        parts = re.findall(r"(\d+)([smhd])", t)
+        if not parts or "".join(n + u for n, u in parts) != t:
+            raise bad
+        seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
+    if seconds > MAX_TTL_MINUTES * 60:
+        raise SpecError(field, f"{text!r} is over the maximum of 366d", "use at most 366d")
+    return seconds
 
 
 def parse_ttl(text: str) -> int:
     """'4h', '90m', '1h30m', '2d' or plain minutes -> minutes (0 disables the TTL).
 
-    A non-zero duration under a minute rounds up to one; only ASCII digits count ('²' is
-    a digit to str.isdigit but no duration).
+    A non-zero duration under a minute rounds up to one.
     """
-    t = text.strip().lower()
-    bad = SpecError("ttl", f"{text!r} is not a duration", "write it like 30m, 4h or 1h30m")
-    if not t.isascii() or len(t) > 40:
-        raise bad
-    if t.isdigit():
-        minutes = float(int(t))
-    else:
-        parts = re.findall(r"(\d+)([smhd])", t)
-        if not parts or "".join(n + u for n, u in parts) != t:
-            raise bad
-        minutes = sum(int(n) * _UNITS[u] for n, u in parts)
-    if minutes > MAX_TTL_MINUTES:
-        raise SpecError("ttl", f"{text!r} is over the maximum of 366d", "use at most 366d")
-    return 0 if minutes == 0 else max(1, math.ceil(minutes))
-
-
-def duration(seconds: float) -> str:
-    """12.3s, 4m05s, 2h03m."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+    seconds = parse_duration(text, "ttl")
+    return 0 if seconds == 0 else max(1, math.ceil(seconds / 60))
 
 
 def parse_pairs(items: list[str], field: str) -> dict[str, str]:

@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli import options as opt
-from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, print_json, progress
+from gpufleet.cli.common import (
+    node_printer,
+    parse_duration,
+    parse_pairs,
+    parse_ttl,
+    print_json,
+    progress,
+)
 
 LAUNCHERS_HELP = (
     "torchrun (script or -m module) | mpirun | deepspeed (script) | none (shell command)"
@@ -162,7 +169,7 @@ def run(
         env=parse_pairs(env, "env"),
     )
     usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
-    timeout_s = _seconds(timeout) if timeout else None
+    timeout_s = _timeout(timeout) if timeout else None
     if spec is not None:
         from gpufleet.cli import spend
 
@@ -286,19 +293,14 @@ def _print_result(req, rec, code: int, status: str) -> None:
     )
 
 
-def _seconds(text: str) -> float:
-    """'90s', '45m', '1h30m' or plain minutes -> seconds."""
-    import re
-
+def _timeout(text: str) -> float:
+    """--timeout in seconds; zero is refused (it would stop the run before it starts)."""
     from components.errors import SpecError
 
-    t = text.strip().lower()
-    if t.isdigit():
-        return int(t) * 60.0
-    parts = re.findall(r"(\d+)([smhd])", t)
-    if not parts or "".join(n + u for n, u in parts) != t or not any(int(n) for n, _ in parts):
-        raise SpecError("timeout", f"{text!r} is not a duration", "write it like 90s, 45m or 2h")
-    return float(sum(int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts))
+    seconds = parse_duration(text, "timeout", "90s, 45m or 2h")
+    if not seconds:
+        raise SpecError("timeout", f"{text!r} is no time", "write it like 90s, 45m or 2h")
+    return seconds
 
 
 def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.errors import SpecError
-from gpufleet.cli.common import parse_pairs, parse_ttl
+from gpufleet.cli.common import parse_duration, parse_pairs, parse_ttl
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,20 @@ def test_parse_ttl_rejects(text):
     with pytest.raises(SpecError) as e:
         parse_ttl(text)
     assert e.value.field == "ttl"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("45m", 2700), ("2", 120), ("1h30m", 5400), ("1d", 86400)]
+)
+def test_parse_duration(text, seconds):
+    assert parse_duration(text, "timeout") == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "4x", "1h 30m", "367d", "²"])
+def test_parse_duration_names_the_field(text):
+    with pytest.raises(SpecError) as e:
+        parse_duration(text, "timeout")
+    assert e.value.field == "timeout"
 
 
 def test_parse_pairs():
