@@ -31,7 +31,7 @@ class Estimate:
     region: str | None
     spot: bool
     ttl_minutes: int
-    price_per_node_hour: float | None  # on demand, in `region`; None: not known there
+    price_per_node_hour: float | None  # billed rate (spot if known), in `region`; None: unknown
     price_note: str
 
     @property
@@ -67,10 +67,17 @@ def estimate(spec: ClusterSpec) -> Estimate:
                 f"${it.price_per_hour:.2f}/node-hour)"
             )
         else:
-            price = it.price_per_hour
-            note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
-            if spec.spot:
-                note += "; spot is usually lower"
+            from gpufleet.plan import price_estimate
+
+            # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
+            billed = price_estimate(it, spec.nodes, spec.spot)
+            price = billed["price_per_node_hour"]
+            if billed["price_basis"] == "spot":
+                note = f"spot, {it.price_region}, {billed['price_note']}"
+            else:
+                note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
+                if spec.spot:
+                    note += "; no spot price in the catalog: an upper bound for spot"
     elif spec.cloud != "local":
         price, note = None, "your own machines"
     return Estimate(
@@ -119,8 +126,3 @@ def check_budget(e: Estimate, max_cost: float | None) -> None:
             f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs about "
             f"${total:.2f}, over {max_cost:g} USD (the cap)",
         )
-
-
-def run_cost(e: Estimate, seconds: float) -> float | None:
-    """What a run of `seconds` cost (billing granularity ignored)."""
-    return None if e.usd_per_hour is None else round(e.usd_per_hour * seconds / 3600, 2)
