@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
@@ -52,7 +53,7 @@ class Estimate:
 
 def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
-    price, note = 0.0, "free: runs on this machine"
+    price, note = 0.0, "free: runs on this machine"  # local sshds, or QEMU VMs
     if spec.cloud in PULUMI_CLOUDS:
         from components.catalog import lookup
 
@@ -78,7 +79,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
                 note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
                 if spec.spot:
                     note += "; no spot price in the catalog: an upper bound for spot"
-    elif spec.cloud != "local":
+    elif spec.cloud not in ("local", "vm"):
         price, note = None, "your own machines"
     return Estimate(
         cloud=spec.cloud,
@@ -91,6 +92,15 @@ def estimate(spec: ClusterSpec) -> Estimate:
         price_per_node_hour=price,
         price_note=note,
     )
+
+
+def remaining(spec: ClusterSpec, expires_at: float | None, now: float) -> Estimate:
+    """A running cluster's estimate: its TTL is what is left of it until it expires (what
+    a run on it can cost at most if the CLI dies), in whole minutes, rounded up."""
+    est = estimate(spec)
+    if expires_at is None:
+        return replace(est, ttl_minutes=0, price_note=f"{est.price_note}; it never expires")
+    return replace(est, ttl_minutes=max(1, math.ceil((expires_at - now) / 60)))
 
 
 def money(usd: float | None) -> str:

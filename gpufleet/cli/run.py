@@ -131,6 +131,7 @@ def run(
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
     from components.errors import SpecError
+    from components.spec import PULUMI_CLOUDS
     from gpufleet import state, validate
     from gpufleet.provision.ssh import from_flags
 
@@ -168,8 +169,9 @@ def run(
         run_id=secrets.token_hex(4),
         env=parse_pairs(env, "env"),
     )
-    usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
     timeout_s = _timeout(timeout) if timeout else None
+    from gpufleet import cost
+
     if spec is not None:
         from gpufleet.cli import spend
 
@@ -181,14 +183,25 @@ def run(
             max_cost=max_cost,
             extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
         )
-        usd_per_hour = est.usd_per_hour
+        nodes_n, cloud_name, cluster_name = spec.nodes, spec.cloud, spec.name
     else:
         if dry_run:
             typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
             typer.echo("dry run: nothing was started")
             raise typer.Exit(0)
-        if max_cost is not None:
-            _check_budget(max_cost, usd_per_hour, spec, cluster)
+        import time
+
+        info = state.load(cluster or "")
+        recorded = state.load_spec(info.name)
+        # the TTL left, not --timeout, bounds what a run can cost if the CLI itself dies
+        est = cost.remaining(recorded, info.expires_at, time.time()) if recorded else None
+        if est is not None:
+            cost.check_budget(est, max_cost)
+        elif max_cost is not None and info.cloud in PULUMI_CLOUDS:
+            why = f"cannot enforce ${max_cost:.2f}: the cluster's spec is not recorded"
+            raise cost.OverBudget(max_cost, None, why)
+        nodes_n, cloud_name, cluster_name = len(info.nodes), info.cloud, info.name
+    usd_per_hour = est.usd_per_hour if est is not None else None
     gate = None
     if health_gate:
         from gpufleet.health import gate_hook
@@ -301,58 +314,6 @@ def _timeout(text: str) -> float:
     if not seconds:
         raise SpecError("timeout", f"{text!r} is no time", "write it like 90s, 45m or 2h")
     return seconds
-
-
-def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
-    """($/hour of the run's nodes or None if unknown, nodes, cloud, cluster name)."""
-    if spec is not None:
-        cloud, itype, nodes, name = spec.cloud, spec.instance_type, spec.nodes, spec.name
-    else:
-        from gpufleet import state
-
-        info = state.load(cluster or "")
-        cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
-    if cloud in ("local", "vm", "ssh"):
-        return 0.0, nodes, cloud, name  # nothing rented
-    from components import catalog
-    from components.errors import CatalogError
-
-    try:
-        price = catalog.lookup(cloud, itype or "").price_per_hour
-    except CatalogError:
-        price = None
-    return (price * nodes if price is not None else None), nodes, cloud, name
-
-
-def _check_budget(max_cost, usd_per_hour, spec, cluster) -> None:
-    """Refuse before anything is created when the nodes' price over their TTL exceeds it:
-    the TTL, not --timeout, bounds what a run can cost if the CLI itself dies."""
-    import time
-
-    from components.errors import SpecError
-
-    if usd_per_hour is None:
-        raise SpecError(
-            "max_cost", "the catalog has no price for these nodes", "drop --max-cost, or add one"
-        )
-    if spec is not None:
-        hours = spec.ttl_minutes / 60 if spec.ttl_minutes else None
-    else:
-        from gpufleet import state
-
-        expires = state.load(cluster or "").expires_at
-        hours = max(0.0, (expires - time.time()) / 3600) if expires else None
-    if usd_per_hour == 0:
-        return
-    if hours is None:
-        raise SpecError("max_cost", "the cluster never expires", "give it a TTL")
-    worst = usd_per_hour * hours
-    if worst > max_cost:
-        raise SpecError(
-            "max_cost",
-            f"{worst:.2f} USD at ${usd_per_hour:.2f}/h for {hours:g}h is over {max_cost:g} USD",
-            "shorten --ttl or --timeout, use fewer or smaller nodes, or raise --max-cost",
-        )
 
 
 def register(app: typer.Typer) -> None:
