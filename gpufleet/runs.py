@@ -59,10 +59,7 @@ class RunNotFound(GpufleetError):
 
 
 def _save(rec: RunRecord) -> None:
-    path = run_dir(rec.id) / RECORD
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec.as_dict(), indent=2) + "\n")
-    tmp.replace(path)
+    state.write_private(run_dir(rec.id) / RECORD, json.dumps(rec.as_dict(), indent=2) + "\n")
 
 
 def load(run_id: str) -> RunRecord:
