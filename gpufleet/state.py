@@ -192,7 +192,7 @@ def was_removed(name: str) -> bool:
     return (home() / "removed" / name).is_file()
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """A process's start time (clock ticks since boot): tells a PID from a reused one."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -200,10 +200,17 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def process_alive(pid: int, started: str | None = None) -> bool:
+    """Whether process `pid` runs and, when its start time was recorded (`started`), is still
+    the process that was recorded rather than a new one given the same PID."""
+    now = start_time(pid)
+    return now is not None and (started in (None, "-") or now == started)
+
+
 def set_owner(name: str, pid: int | None = None) -> None:
     """Record the CLI process that owns (and will remove) a cluster, e.g. a one-shot `run`."""
     pid = pid or os.getpid()
-    write_private(cluster_dir(name) / "owner", f"{pid} {_start_time(pid) or '-'}\n")
+    write_private(cluster_dir(name) / "owner", f"{pid} {start_time(pid) or '-'}\n")
 
 
 def orphaned(name: str) -> bool:
@@ -213,5 +220,4 @@ def orphaned(name: str) -> bool:
         pid = int(pid_s)
     except (OSError, ValueError):
         return False  # no owner: kept on purpose (`up`, `run --keep`)
-    now = _start_time(pid)
-    return now is None or (started != "-" and now != started)
+    return not process_alive(pid, started)
