@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
@@ -34,10 +33,10 @@ def gate(
     cost.check_budget(est, max_cost)
     if dry_run:
         if extra is not None and extra.get("json"):
-            doc: dict[str, Any] = {"schema": 1, "kind": "dry-run", "cluster": spec.name}
-            doc.update(est.as_dict())
-            doc.update({k: v for k, v in extra.items() if k != "json"})
-            print_json(doc)
+            from gpufleet.cli.documents import envelope
+
+            shown = {k: v for k, v in extra.items() if k != "json"}
+            print_json(envelope("dry-run", cluster=spec.name, **est.as_dict(), **shown))
         else:
             print(f"would create cluster {spec.name}:")
             print("\n".join(cost.summary(est)))
