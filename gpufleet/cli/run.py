@@ -279,31 +279,15 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
         cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
         progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
         if as_json:
-            _print_result(req, rec, code, status)
+            _print_result(req, rec)
 
 
-def _print_result(req, rec, code: int, status: str) -> None:
-    """The run-result document (run.schema.json)."""
-    from gpufleet.cli.documents import envelope
+def _print_result(req, rec) -> None:
+    """The run-result document (run.schema.json), once the record has its end."""
+    from gpufleet.cli import documents
 
-    print_json(
-        envelope(
-            "run",
-            run_id=rec.id,
-            cluster=rec.cluster,
-            created=req.cluster is None,
-            cloud=rec.cloud,
-            instance_type=req.spec.instance_type if req.spec is not None else None,
-            launcher=rec.launcher,
-            command=rec.command,
-            exit_code=code,
-            status=status,
-            started_at=round(rec.started_at, 3),
-            wall_seconds=round(rec.ended_at - rec.started_at, 3),
-            usd_per_hour=rec.usd_per_hour,
-            estimated_cost_usd=rec.cost_usd,
-        )
-    )
+    itype = req.spec.instance_type if req.spec is not None else None
+    print_json(documents.run(rec, created=req.cluster is None, instance_type=itype))
 
 
 def _timeout(text: str) -> float:
