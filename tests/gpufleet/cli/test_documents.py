@@ -46,3 +46,15 @@ def test_run_is_the_record_runs_lists_plus_what_run_adds():
     bad_list = documents.run_list([rec])
     bad_list["runs"][0]["wall_seconds"] = 60
     assert list(validator("run-list").iter_errors(bad_list))
+
+
+def test_a_listed_cluster_is_the_cluster_document_without_its_envelope():
+    from tests.gpufleet.clusters import cluster
+
+    one = documents.cluster(cluster(), usd_per_hour=64.0, region="us-east-1")
+    listed = documents.envelope("cluster-list", clusters=[one, documents.incomplete("half")])
+    assert not list(validator("cluster").iter_errors(documents.envelope("cluster", **one)))
+    assert not list(validator("cluster-list").iter_errors(listed))
+    assert list(validator("cluster-list").iter_errors({**listed, "clusters": [{**one, "x": 1}]}))
+    assert list(validator("cluster").iter_errors(documents.envelope("cluster", **one, x=1)))
+    assert list(validator("cluster").iter_errors(one))  # the envelope is required
