@@ -24,8 +24,9 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def nothing_created(home: Path) -> bool:
-    clusters = home / "clusters"
-    return not clusters.exists() or not any(clusters.iterdir())
+    """No cluster, and no run recorded either."""
+    clusters, runs = home / "clusters", home / "runs"
+    return (not clusters.exists() or not any(clusters.iterdir())) and not runs.exists()
 
 
 CASES = [
