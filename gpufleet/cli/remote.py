@@ -78,7 +78,7 @@ def ssh(
         from gpufleet.ops import write_ssh_config
 
         cfg = write_ssh_config(info)
-    args = ["ssh", "-F", str(cfg), f"{info.name}-{n.name}", *(command or [])]
+    args = ["ssh", "-F", str(cfg), sshconfig.alias(info, n), *(command or [])]
     sys.stdout.flush()
     os.execv(ssh_bin, args)
 
