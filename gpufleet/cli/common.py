@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import threading
+import time
 from typing import Any
 
 from components.errors import SpecError
@@ -26,6 +27,11 @@ def progress(message: str) -> None:
         sys.stderr.flush()
 
 
+def node_index(node: str) -> int:
+    """K of `node-K` (0 for a name without one): the order nodes are shown in."""
+    return int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
+
+
 def node_printer(color: bool | None = None, to_stderr: bool = False):
     """A stream callback printing `[node-K] line`, stdout lines to stdout, stderr to stderr
     (to_stderr: everything to stderr, when stdout carries a JSON document)."""
@@ -34,8 +40,7 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
     def emit(node: str, line: str, is_err: bool) -> None:
         prefix = f"[{node}]"
         if tty:
-            k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
-            prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
+            prefix = f"\033[{_COLORS[node_index(node) % len(_COLORS)]}m{prefix}\033[0m"
         out = sys.stderr if is_err or to_stderr else sys.stdout
         with _lock, contextlib.suppress(OSError, ValueError):
             out.write(f"{prefix} {line}\n")
@@ -86,6 +91,30 @@ def parse_pairs(items: list[str], field: str) -> dict[str, str]:
             raise SpecError(field, f"{item!r} is not KEY=VALUE", f"write it like --{field} team=ml")
         out[key] = value
     return out
+
+
+def ask(question: str) -> bool:
+    """Ask `question [Y/n]` on stderr and read the answer; Enter means yes."""
+    sys.stderr.write(f"{question} [Y/n] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
+
+
+def when(epoch: float | None, seconds: bool = False) -> str:
+    """Local time with its zone, as `sky status` shows it; '-' for none."""
+    fmt = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
+    return time.strftime(fmt, time.localtime(epoch)) if epoch else "-"
+
+
+def new_table(columns: tuple[str, ...], title: str | None = None) -> Any:
+    """A rich table in the CLI's one style: upper-case headers, a rule under them."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for col in columns:
+        t.add_column(col.upper(), no_wrap=True)
+    return t
 
 
 def print_json(data: Any) -> None:

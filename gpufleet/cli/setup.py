@@ -20,15 +20,12 @@ def pulumi(
 ) -> None:
     import sys
 
-    from gpufleet.cli.common import progress
+    from gpufleet.cli.common import ask, progress
     from gpufleet.pulumicli import install, install_root
 
     root = install_root()
-    if not yes and sys.stdin.isatty():
-        sys.stderr.write(f"Install Pulumi CLI {PINNED} into {root}? [Y/n] ")
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("", "y", "yes"):
-            raise typer.Exit(1)
+    if not yes and sys.stdin.isatty() and not ask(f"Install Pulumi CLI {PINNED} into {root}?"):
+        raise typer.Exit(1)
     path = install(progress)
     typer.echo(path)
 

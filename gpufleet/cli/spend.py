@@ -7,6 +7,7 @@ import sys
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
 from gpufleet import cost
+from gpufleet.cli.common import ask
 
 
 class Declined(GpufleetError):
@@ -50,17 +51,11 @@ def gate(
     if spec.cloud in PULUMI_CLOUDS and not yes and sys.stdin.isatty():
         sys.stderr.write(f"gpufleet will create cluster {spec.name}:\n")
         sys.stderr.write("\n".join(cost.summary(est)) + "\n")
-        sys.stderr.write("Create it? [Y/n] ")
-        sys.stderr.flush()
-        if not _yes():
+        if not ask("Create it?"):
             raise Declined()
     if spec.cloud in PULUMI_CLOUDS:
         ensure_pulumi(yes)
     return est
-
-
-def _yes() -> bool:
-    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
 
 
 def ensure_pulumi(yes: bool) -> None:
@@ -76,13 +71,11 @@ def ensure_pulumi(yes: bool) -> None:
     except MissingTool:
         if not yes and not sys.stdin.isatty():
             raise
-    if not yes:
-        sys.stderr.write(
-            f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
-            f"{pulumicli.install_root()}? [Y/n] "
-        )
-        sys.stderr.flush()
-        if not _yes():
-            raise Declined()
+    question = (
+        f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
+        f"{pulumicli.install_root()}?"
+    )
+    if not yes and not ask(question):
+        raise Declined()
     pulumicli.install(progress)
     find_pulumi()
