@@ -17,6 +17,9 @@ WRAPPER = "rank_wrapper.py"
 STORE = "rendezvous_store.py"
 HOSTFILE = "hostfile"
 STORE_READY = "gpufleet-store-ready"
+# The store imports torch before it listens: a minute or more on a cold node, several on an
+# emulated VM (TCG, torch shared over 9p). A store that exits says so at once, not at this limit.
+STORE_START_S = 600.0
 # What the launchers that reach the nodes over OpenSSH themselves (mpirun, DeepSpeed's pdsh)
 # read: hosts named by their ssh-config aliases, and that config with node-to-node addresses.
 LAUNCH_HOSTFILE = "hosts"
@@ -152,7 +155,9 @@ def rendezvous(group: Any, info: ClusterInfo, opts: LaunchOptions) -> Iterator[N
     if opts.launcher != "torchrun":
         yield
         return
-    chan = group.hold(info.head.name, rendezvous_command(info, opts), STORE_READY)
+    chan = group.hold(
+        info.head.name, rendezvous_command(info, opts), STORE_READY, timeout=STORE_START_S
+    )
     try:
         yield
     finally:

@@ -32,6 +32,11 @@ try:
             steps.append({"step": name, "result": result, "seconds": float(seconds)})
 except FileNotFoundError:
     pass
+try:  # which boot wrote this file: a reader can tell it from one a reboot left behind
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot_id = f.read().strip()
+except OSError:
+    boot_id = ""
 pins = [k for k in env("GPUFLEET_PINS", "").split(",") if k]
 doc = {
     "cluster": env("GPUFLEET_CLUSTER", ""),
@@ -48,6 +53,7 @@ doc = {
     "efa_installer": env("READY_EFA", ""),
     "docker": env("READY_DOCKER", ""),
     "pinned": {k: env("GPUFLEET_" + k.upper(), "") for k in pins},
+    "boot_id": boot_id,
     "steps": steps,
     "seconds": round(sum(s["seconds"] for s in steps), 3),
 }
