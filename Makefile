@@ -40,9 +40,10 @@ test: deps-test
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
-# --cloud vm end to end: real QEMU VMs (a one-time image build as root, then minutes per TCG boot).
+# Only the --cloud vm tests (`make test` runs them too): real QEMU VMs, a one-time image build
+# as root, then minutes per TCG boot. GPUFLEET_VM_TESTS=0 leaves them out of `make test`.
 test-vm: deps-test
-	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
+	$(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
 
 fmt: venv
 	$(BIN)/ruff format .
