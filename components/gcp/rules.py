@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -119,6 +120,27 @@ def zone_and_region(spec: Any) -> tuple[str, str]:
 def termination_time(expires_at: float) -> str:
     """GCE's `scheduling.terminationTime`: RFC 3339 in UTC."""
     return datetime.fromtimestamp(int(expires_at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# All a node's own service account may do: delete a VM (instances.delete's one permission,
+# compute/docs/reference/rest/v1/instances/delete), granted on the cluster's instances only.
+SELF_DELETE_PERMISSIONS = ("compute.instances.delete",)
+
+
+def _digest(cluster: str, expires_at: float) -> str:
+    return hashlib.sha256(f"{cluster}:{int(expires_at)}".encode()).hexdigest()[:8]
+
+
+def node_account_id(cluster: str, expires_at: float) -> str:
+    """The nodes' service account id: 6-30 of [a-z0-9-], a letter first (iam
+    projects.serviceAccounts.create), unique per cluster creation."""
+    return f"gf-{cluster[:17]}-{_digest(cluster, expires_at)}"
+
+
+def self_delete_role_id(cluster: str, expires_at: float) -> str:
+    """The custom role's id: 3-64 of [a-zA-Z0-9_.] (iam projects.roles.create); new per cluster
+    creation, as a deleted role's id cannot be reused for 37 days."""
+    return f"gpufleet_{cluster.replace('-', '_')}_{_digest(cluster, expires_at)}"
 
 
 def labels(tags: dict[str, str]) -> dict[str, str]:
