@@ -143,6 +143,25 @@ def self_delete_role_id(cluster: str, expires_at: float) -> str:
     return f"gpufleet_{cluster.replace('-', '_')}_{_digest(cluster, expires_at)}"
 
 
+def refuse_extension(termination: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when `wanted` is past the VMs' terminationTime (`termination`), else None.
+
+    GCE changes a VM's scheduling, terminationTime included, only while it is stopped:
+    "You can only call this method on a stopped instance, that is, a VM instance that is in a
+    TERMINATED state" (compute/docs/reference/rest/v1/instances/setScheduling). Stopping a GPU
+    node ends its job, drops its local SSD data and may not get its capacity back, so gpufleet
+    does not move it: GCE deletes the VMs at that time whatever the nodes are told.
+    """
+    if wanted <= termination:
+        return None
+    when = termination_time(termination).replace("T", " ").replace("Z", " UTC")
+    return (
+        f"GCE deletes its VMs at their terminationTime, {when}, which cannot move while "
+        "they run (instances.setScheduling takes only a stopped VM)",
+        f"extend to at most {when}, or re-create the cluster with a longer --ttl",
+    )
+
+
 def labels(tags: dict[str, str]) -> dict[str, str]:
     """GCP labels from tags: keys lowercased, refused when GCE would refuse or merge them."""
     out: dict[str, str] = {}
