@@ -306,6 +306,11 @@ class NodeInfo(BaseModel):
         None, description="None: no public address; reached through the head (direct-tcpip)"
     )
     ssh_port: int = 22
+    private_ssh_port: int | None = Field(
+        None,
+        description="sshd's port at private_ip, where the other nodes reach it; None: ssh_port"
+        " (a VM's ssh_port is forwarded on this machine, inside its network sshd is on 22)",
+    )
     gpus: int = 0
     workdir: str = Field("gpufleet", description="job directory; relative paths are from $HOME")
     host_key: str = Field("", description="the node's pinned public host key, 'type base64'")

@@ -68,6 +68,44 @@ def test_backend_defaults_to_a_file_backend_under_gpufleet_home(gpufleet_home, m
     assert pp.backend_url("gs://other") == "gs://other"
 
 
+def test_asking_whether_stacks_exist_creates_no_backend_folder(gpufleet_home, monkeypatch):
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    assert not pp.may_hold_stacks()
+    assert not (gpufleet_home / "pulumi").exists()
+
+
+def test_list_stacks_asks_for_every_stack_s_outputs_at_once(monkeypatch):
+    """LocalWorkspace.stack_outputs runs `pulumi stack output` twice per stack (pulumi's
+    automation/_local_workspace.py); a sweep of many stacks asks for them concurrently.
+    Each fake call waits at a barrier only concurrent callers can pass."""
+    import threading
+    from types import SimpleNamespace
+
+    names = ["a", "b", "c"]
+    barrier = threading.Barrier(len(names), timeout=60)
+
+    class Workspace:
+        def list_stacks(self):
+            return [SimpleNamespace(name=f"org/gpufleet/{n}") for n in names]
+
+        def stack_outputs(self, name):
+            barrier.wait()
+            return {
+                "cluster_name": SimpleNamespace(value=f"c-{name}"),
+                "expires_at": SimpleNamespace(value=100.0),
+            }
+
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
+    monkeypatch.setattr(pp, "_workspace", lambda _b: Workspace())
+    got = pp.list_stacks()
+    assert [(r.stack, r.cluster, r.expires_at) for r in got] == [
+        ("a", "c-a", 100.0),
+        ("b", "c-b", 100.0),
+        ("c", "c-c", 100.0),
+    ]
+
+
 def test_generated_passphrase_is_private_and_stable(gpufleet_home, monkeypatch):
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
     first = pp.passphrase()
