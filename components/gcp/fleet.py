@@ -52,15 +52,6 @@ def scheduling(spec: Any, expires_at: float) -> Any:
     return gcp.compute.InstanceSchedulingArgs(**args)
 
 
-def fleet_labels(tags: dict[str, Any]) -> dict[str, Any]:
-    """labels() of the plain tags, plus the expiry as is (an Output of digits: a valid value)."""
-    out: dict[str, Any] = labels(
-        {k: v for k, v in tags.items() if not isinstance(v, pulumi.Output)}
-    )
-    out.update({k: v for k, v in tags.items() if isinstance(v, pulumi.Output)})
-    return out
-
-
 # The node's token must be able to call the Compute API at all: a VM's access scopes cap what
 # its service account may do, and IAM (the role below) is what actually limits it
 # (compute/docs/access/service-accounts#scopes_best_practice).
@@ -136,7 +127,7 @@ class GpuFleet(GpufleetComponent):
         it = lookup("gcp", spec.instance_type)
         child = self.child()
         zone, region = zone_and_region(spec)
-        node_labels = fleet_labels(self.tags)
+        node_labels = labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
         if not spec.public_workers and spec.nodes > 1 and not spec.vpc_id:
             worker_nat(name, nets.network, region, child)

@@ -93,7 +93,7 @@ def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
             "none given and your public address could not be learned",
             "pass --ssh-cidr YOUR.PUBLIC.IP/32 (0.0.0.0/0 opens SSH to everyone)",
         )
-    return spec.model_copy(update={"ssh_cidrs": [cidr]})
+    return spec.with_(ssh_cidrs=[cidr])
 
 
 def workspace_env(url: str) -> dict[str, str]:
@@ -168,7 +168,7 @@ class PulumiProvisioner:
         spec = with_ssh_cidrs(spec)
         zones = spec.zone_choices or [None]
         for i, zone in enumerate(zones):
-            attempt = spec if zone is None else spec.model_copy(update={"zone": zone})
+            attempt = spec if zone is None else spec.with_(zone=zone, zones=[zone])
             try:
                 return self._up_in_zone(attempt, progress)
             except NoCapacity as e:

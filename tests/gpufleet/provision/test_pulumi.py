@@ -252,6 +252,16 @@ def test_a_zone_without_capacity_is_left_for_the_next_one(gpufleet_home, monkeyp
     ],
 )
 def test_no_capacity_anywhere_is_named_plainly_with_what_to_try(gpufleet_home, monkeypatch, text):
+    """The three clouds' words for "no machines of this type free in this zone now":
+    EC2 InsufficientInstanceCapacity, when AWS does not currently have enough On-Demand
+    capacity for the request (aws.amazon.com/premiumsupport/knowledge-center/
+    ec2-insufficient-capacity-errors; code listed in EC2 API reference errors-overview.html);
+    GCE ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS], "does not have enough resources available
+    to fulfill the request" (cloud.google.com/compute/docs/troubleshooting/
+    troubleshooting-resource-availability); Azure AllocationFailed or ZonalAllocationFailed,
+    "Allocation failed. We do not have sufficient capacity for the requested VM size"
+    (learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/allocation-failure). None
+    is a quota error, so the advice is other zones, spot or a reservation, not a quota raise."""
     s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
     outcomes = {z: Exception("error: " + text) for z in s.zones}
     calls, err = run_up(monkeypatch, s, outcomes)
@@ -262,6 +272,10 @@ def test_no_capacity_anywhere_is_named_plainly_with_what_to_try(gpufleet_home, m
 
 
 def test_other_failures_are_not_retried_in_another_zone(gpufleet_home, monkeypatch):
+    """EC2 answers Client.UnauthorizedOperation when the caller's IAM policy does not grant the
+    action (EC2 API reference, query-api-troubleshooting.html "Unauthorized operation"): that
+    holds in every zone of the account. Only capacity errors, which are per zone (see above),
+    are worth another zone, so anything else stops after the first attempt is cleaned up."""
     s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
     boom = Exception("UnauthorizedOperation: You are not authorized to perform this operation")
     calls, err = run_up(monkeypatch, s, {"us-east-1a": boom, "us-east-1b": boom})
