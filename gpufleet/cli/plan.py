@@ -30,8 +30,6 @@ def plan(
 
     doc = plan_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
-    # Pulumi registers resources in the order their inputs resolve, which varies run to run.
-    doc["resources"] = sorted(doc["resources"], key=lambda r: (r["type"], r["name"]))
     if as_json:
         print_json(envelope("plan", **doc))
         return
@@ -48,6 +46,13 @@ def plan(
         f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
         f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
     )
+    out.print(f"availability: {_availability(doc['availability'])}")
+
+
+def _availability(a: dict) -> str:
+    from components.offers import Availability
+
+    return Availability(**a).line()
 
 
 def _cost(doc: dict) -> str:

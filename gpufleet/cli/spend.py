@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
 from gpufleet import cost
+from gpufleet.cli.common import ask
 
 
 class Declined(GpufleetError):
@@ -33,14 +33,21 @@ def gate(
     est = cost.estimate(spec)
     cost.check_budget(est, max_cost)
     if dry_run:
+        from components.registry import unchecked_availability
+
+        available = unchecked_availability(spec)
         if extra is not None and extra.get("json"):
-            doc: dict[str, Any] = {"schema": 1, "kind": "dry-run", "cluster": spec.name}
-            doc.update(est.as_dict())
-            doc.update({k: v for k, v in extra.items() if k != "json"})
-            print_json(doc)
+            from gpufleet.cli.documents import envelope
+
+            shown = {k: v for k, v in extra.items() if k != "json"}
+            if available:
+                shown["availability"] = available.as_dict()
+            print_json(envelope("dry-run", cluster=spec.name, **est.as_dict(), **shown))
         else:
             print(f"would create cluster {spec.name}:")
             print("\n".join(cost.summary(est)))
+            if available:
+                print(f"  available  {available.line()}")
             for k, v in (extra or {}).items():
                 if k != "json":
                     print(f"  {k:<10} {v}")
@@ -51,17 +58,11 @@ def gate(
     if spec.cloud in PULUMI_CLOUDS and not yes and sys.stdin.isatty():
         sys.stderr.write(f"gpufleet will create cluster {spec.name}:\n")
         sys.stderr.write("\n".join(cost.summary(est)) + "\n")
-        sys.stderr.write("Create it? [Y/n] ")
-        sys.stderr.flush()
-        if not _yes():
+        if not ask("Create it?"):
             raise Declined()
     if spec.cloud in PULUMI_CLOUDS:
         ensure_pulumi(yes)
     return est
-
-
-def _yes() -> bool:
-    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
 
 
 def ensure_pulumi(yes: bool) -> None:
@@ -77,13 +78,11 @@ def ensure_pulumi(yes: bool) -> None:
     except MissingTool:
         if not yes and not sys.stdin.isatty():
             raise
-    if not yes:
-        sys.stderr.write(
-            f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
-            f"{pulumicli.install_root()}? [Y/n] "
-        )
-        sys.stderr.flush()
-        if not _yes():
-            raise Declined()
+    question = (
+        f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
+        f"{pulumicli.install_root()}?"
+    )
+    if not yes and not ask(question):
+        raise Declined()
     pulumicli.install(progress)
     find_pulumi()

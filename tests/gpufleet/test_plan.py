@@ -44,7 +44,9 @@ def test_spot_estimate_uses_the_catalog_spot_price_where_it_has_one(stack):
 def test_on_demand_stack_is_priced_on_demand():
     doc = plan_stack("aws-p4d")
     assert doc["price_basis"] == "on-demand" and doc["price_note"] == "on-demand"
-    assert doc["estimated_usd_per_hour"] == round(2 * 21.958, 3)
+    price = lookup("aws", doc["instance_type"]).price_per_hour
+    assert doc["on_demand_per_node_hour"] == doc["price_per_node_hour"] == price
+    assert doc["estimated_usd_per_hour"] == round(doc["nodes"] * price, 3)
 
 
 def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):
@@ -55,3 +57,20 @@ def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):
     first = json.dumps(plan_stack("aws-p4d"))
     monkeypatch.setattr("time.time", lambda: 2_000_000_000)
     assert json.dumps(plan_stack("aws-p4d")) == first
+
+
+@pytest.mark.parametrize(
+    ("stack", "status", "source"),
+    [
+        ("aws-p5", "offline", "stand-in for EC2 DescribeInstanceTypeOfferings"),
+        ("gcp-a3", "offline", "zone table"),
+        ("azure-nd-h100", "not-checked", "no credentials offline"),
+    ],
+)
+def test_plan_says_how_far_region_availability_was_checked(stack, status, source):
+    """An offline plan cannot ask the cloud: it says whose answer it shows (a stand-in for
+    EC2's offerings API, GCP's zone table) or that nothing was checked (Azure's SKU list needs
+    a token), never that the cloud confirmed it."""
+    doc = plan_stack(stack)
+    assert doc["availability"]["status"] == status
+    assert source in doc["availability"]["source"]
