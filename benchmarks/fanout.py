@@ -9,12 +9,16 @@ algorithms. Tools:
   pdsh           `pdsh -R ssh -f N`, new connections
   gpufleet-warm  through the cluster's connection holder (started before timing)
   ssh-cm         one `ssh` per node through an OpenSSH ControlMaster opened before timing
-  gpufleet-tree  `exec --tree`: one kept connection to the head, which fans out (its
-                 CPU is on the head, i.e. in the sandbox's sshd sessions, not the client)
+  gpufleet-tree  `exec --tree`: one kept connection to the head (a local OpenSSH
+                 ControlMaster), and the head fans out (that CPU is on the head, i.e. in
+                 the sandbox's sshd sessions, not the client)
 One warm-up, then R timed runs per tool, interleaved; every run must exit 0 (and,
 for `hostname`, print N lines). Prints medians, the ratios gpufleet/pdsh and
 gpufleet-warm/ssh-cm, and client CPU per node: user+sys of the client's process tree,
-plus, for the warm tools, what the holder / the ControlMasters spent during the run;
+plus, for the kept-connection tools, what the holder / the ControlMasters (and their
+ProxyJump children) / the tree's master to the head spent during the run. Warm figures
+are checked: the warm tools open no new SSH connection in a timed run (the sshd logs),
+and the holder and every master that served the first run still serve after the last.
 `--json` writes the raw runs too. Compare with the anchors in
 ../shared/bench/fanout/RESULTS.md (2 cores; client and nodes share them).
 
@@ -27,41 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(cmd: str, env: dict, expect_lines: int | None) -> tuple[float, float]:
-    c0, t0 = cpu_children(), time.perf_counter()
-    p = subprocess.run(
-        cmd,
-        shell=True,
-        executable="/bin/bash",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    wall, cpu = time.perf_counter() - t0, cpu_children() - c0
-    if p.returncode != 0:
-        raise SystemExit(f"run failed ({p.returncode}): {cmd}\n{p.stderr[-2000:]}")
-    if expect_lines is not None and len(p.stdout.splitlines()) != expect_lines:
-        raise SystemExit(f"expected {expect_lines} lines from {cmd}, got:\n{p.stdout[-2000:]}")
-    return wall, cpu
+from _sandbox import bench_home, destroy, gf, make_cluster, ssh_config, timed
 
 
 def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
@@ -85,31 +61,76 @@ def start_warm(name: str, hosts: Path, cm: str, env: dict) -> None:
     s.close()
 
 
-def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
-    """The processes the warm tools lean on: gpufleet's holder, OpenSSH's masters."""
-    from gpufleet import state
+def master_pid(opts: str, host: str, env: dict) -> int | None:
+    """The pid of the OpenSSH ControlMaster these options reach (`-O check` names it)."""
+    p = subprocess.run(
+        f"ssh {opts} -O check {host}",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if p.returncode != 0 or "pid=" not in p.stderr:
+        return None
+    return int(p.stderr.split("pid=")[1].split(")")[0])
 
-    masters = []
-    for h in hosts.read_text().split():
-        p = subprocess.run(
-            f"ssh {cm} -O check {h}", shell=True, env=env, capture_output=True, text=True
-        )
-        if "pid=" in p.stderr:
-            masters.append(int(p.stderr.split("pid=")[1].split(")")[0]))
+
+def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, list[int]]:
+    """The processes the kept-connection tools lean on, whose CPU no child's rusage holds:
+    gpufleet's holder, OpenSSH's masters, and the ControlMaster that `exec --tree` keeps to
+    the head (head.control_path). Call it after the warm-up: that starts the tree's master.
+    A missing one ends the benchmark: the tool would silently run cold."""
+    from gpufleet import state
+    from gpufleet.remote import head, holder
+
+    masters = {h: master_pid(cm, h, env) for h in hosts.read_text().split()}
+    if None in masters.values():
+        raise SystemExit(f"no ControlMaster for {[h for h, p in masters.items() if p is None]}")
     holder_pid = int((state.cluster_dir(name) / "holder.pid").read_text())
-    return {"gpufleet-warm": [holder_pid], "ssh-cm": masters}
+    if not holder._is_holder(holder_pid, name):
+        raise SystemExit(f"pid {holder_pid} in holder.pid is not {name}'s connection holder")
+    bg = {"gpufleet-warm": [holder_pid], "ssh-cm": list(masters.values())}
+    control = head.control_path(state.cluster_dir(name))
+    if control is not None:  # None: a folder path too long for a socket; the tree runs unshared
+        tree = master_pid(f"-F /dev/null -o ControlPath={control}", name, env)
+        if tree is None:
+            raise SystemExit(f"exec --tree left no ControlMaster at {control}")
+        bg["gpufleet-tree"] = [tree]
+    return bg
 
 
 def proc_cpu(pids: list[int]) -> float:
-    """user+sys seconds of these processes so far (/proc, clock ticks)."""
+    """user+sys seconds so far of these processes and their descendants (a ControlMaster's
+    ProxyJump ssh to the head carries that node's traffic), reaped ones included (/proc,
+    clock ticks). One of `pids` gone ends the benchmark: its CPU would be lost, and its
+    tool would have run without it."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, ticks)
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]))
+    gone = [p for p in pids if p not in stats]
+    if gone:
+        raise SystemExit(f"background processes {gone} exited during the runs")
+    tree, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        tree.add(p)
+        todo += [c for c, (pp, _) in stats.items() if pp == p and c not in tree]
+    return sum(stats[p][1] for p in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def accepted(info) -> int:
+    """How many SSH logins the sandbox nodes' sshds have accepted so far (their logs)."""
     total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
+    for x in info.nodes:
+        log = Path(x.workdir).parent / "sshd.log"
+        total += log.read_text(errors="replace").count("Accepted publickey")
+    return total
 
 
 def stop_warm(hosts: Path, cm: str, env: dict) -> None:
@@ -119,6 +140,11 @@ def stop_warm(hosts: Path, cm: str, env: dict) -> None:
         env=env,
         timeout=300,
     )
+
+
+# tools that must open no new connection in a timed run (bench.py in shared/bench/fanout
+# checks the same through the sshd logs): otherwise their figures are not warm ones
+WARM = ("gpufleet-warm", "ssh-cm")
 
 
 def main() -> None:
@@ -136,57 +162,55 @@ def main() -> None:
     if not shutil.which("pdsh"):
         raise SystemExit("pdsh is not installed: apt-get install pdsh")
 
-    from components.spec import ClusterSpec
-    from gpufleet import ops, sshconfig, state
-
-    home = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
-    os.environ["GPUFLEET_HOME"] = str(home)
-    env = dict(os.environ)
-    cli = Path(sys.executable).with_name("gpufleet")
-    gf = str(cli) if cli.exists() else f"{sys.executable} -m gpufleet"
-    expect = None
     runs: list[dict] = []
     summary = []
-    try:
+    with bench_home("gpufleet-bench-") as home:
+        env = dict(os.environ)
         for n in args.n:
             name = f"bench{n}"
-            info = ops.create(ClusterSpec.from_input({"name": name, "nodes": n}), lambda m: None)
-            cfg = home / f"{name}.ssh_config"
-            cfg.write_text(sshconfig.render(info))
+            info = make_cluster(name, n)
+            cfg = ssh_config(name)
             hosts = home / f"{name}.hosts"
             hosts.write_text("".join(f"{name}-{x.name}\n" for x in info.nodes))
             expect = n if args.cmd == "hostname" else None
             cm = f"-F {cfg} -o ControlPath={home}/cm-%C"
             tools = {
-                "gpufleet": f"GPUFLEET_HOLDER=0 {gf} exec {name} -- {args.cmd}",
+                "gpufleet": f"GPUFLEET_HOLDER=0 {gf()} exec {name} -- {args.cmd}",
                 "pdsh": f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} '
                 f"{args.cmd}",
-                "gpufleet-warm": f"{gf} exec {name} -- {args.cmd}",
+                "gpufleet-warm": f"{gf()} exec {name} -- {args.cmd}",
                 "ssh-cm": f"pids=; for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & "
                 'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
-                "gpufleet-tree": f"{gf} exec {name} --tree -- {args.cmd}",
+                "gpufleet-tree": f"{gf()} exec {name} --tree -- {args.cmd}",
             }
-            start_warm(name, hosts, cm, env)
-            bg = background_pids(name, hosts, cm, env)
             if args.pdsh_c25519:
                 tools["pdsh-c25519"] = (
                     f'PDSH_SSH_ARGS_APPEND="-F {cfg} -o KexAlgorithms=curve25519-sha256" '
                     f"pdsh -R ssh -f {n} -w ^{hosts} {args.cmd}"
                 )
-            for cmd in tools.values():  # warm-up: page cache, sshd first forks
-                timed(cmd, env, expect)
-            walls: dict[str, list[float]] = {t: [] for t in tools}
-            cpus: dict[str, list[float]] = {t: [] for t in tools}
-            for rep in range(args.reps):
-                for tool, cmd in tools.items():
-                    b0 = proc_cpu(bg.get(tool, []))
-                    w, c = timed(cmd, env, expect)
-                    c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
-                    walls[tool].append(w)
-                    cpus[tool].append(c)
-                    runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
-            stop_warm(hosts, cm, env)
-            ops.destroy(state.load(name), lambda m: None)
+            try:
+                start_warm(name, hosts, cm, env)
+                for cmd in tools.values():  # warm-up: page cache, sshd first forks, tree's master
+                    timed(cmd, env, expect)
+                bg = background_pids(name, hosts, cm, env)
+                walls: dict[str, list[float]] = {t: [] for t in tools}
+                cpus: dict[str, list[float]] = {t: [] for t in tools}
+                for rep in range(args.reps):
+                    for tool, cmd in tools.items():
+                        a0, b0 = accepted(info), proc_cpu(bg.get(tool, []))
+                        w, c, _ = timed(cmd, env, expect)
+                        c += proc_cpu(bg.get(tool, [])) - b0  # the holder's / masters' share
+                        if tool in WARM and (new := accepted(info) - a0):
+                            raise SystemExit(f"{tool} opened {new} new SSH connections")
+                        walls[tool].append(w)
+                        cpus[tool].append(c)
+                        runs.append({"n": n, "tool": tool, "rep": rep, "wall": w, "client_cpu": c})
+                # the same processes still serve: every warm figure above was a warm one
+                if (after := background_pids(name, hosts, cm, env)) != bg:
+                    raise SystemExit(f"kept connections changed during the runs: {bg} -> {after}")
+            finally:
+                stop_warm(hosts, cm, env)
+            destroy(name)
             row = {"n": n}
             for tool in tools:
                 row[tool] = statistics.median(walls[tool])
@@ -207,10 +231,6 @@ def main() -> None:
                 f"warm gpufleet/ssh-cm {row['warm_ratio']:.2f}",
                 flush=True,
             )
-    finally:
-        for name in state.names():
-            ops.destroy(state.load(name), lambda m: None)
-        shutil.rmtree(home, ignore_errors=True)
     print(f"\ncommand `{args.cmd}`, {args.reps} timed runs per tool after 1 warm-up; median wall")
     print(
         "| N | gpufleet cold (s) | pdsh (s) | cold ratio | gpufleet warm (s) | ssh-cm (s) "

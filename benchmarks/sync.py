@@ -24,40 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _sandbox import bench_home, destroy, gf, make_cluster, ssh_config, timed
+
 PHASES = ("fresh", "nochange", "edit")
-
-
-def cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(cmd: str, env: dict) -> tuple[float, float, str]:
-    c0, t0 = cpu_children(), time.perf_counter()
-    p = subprocess.run(
-        cmd,
-        shell=True,
-        executable="/bin/bash",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    wall, cpu = time.perf_counter() - t0, cpu_children() - c0
-    if p.returncode != 0:
-        raise SystemExit(f"run failed ({p.returncode}): {cmd}\n{p.stderr[-3000:]}")
-    return wall, cpu, p.stdout
 
 
 def make_small(root: Path, files: int, kb: int) -> None:
@@ -113,43 +88,31 @@ def main() -> None:
         if not shutil.which(tool):
             raise SystemExit(f"{tool} is not installed: apt-get install {tool}")
 
-    from components.spec import ClusterSpec
-    from gpufleet import ops, sshconfig, state
-
-    home = Path(tempfile.mkdtemp(prefix="gpufleet-syncbench-"))
-    os.environ["GPUFLEET_HOME"] = str(home)
-    env = dict(os.environ)
-    cli = Path(sys.executable).with_name("gpufleet")
-    gf = str(cli) if cli.exists() else f"{sys.executable} -m gpufleet"
-    data_dirs = {}
-    if "small" in args.data:
-        data_dirs["small"] = home / "data-small"
-        make_small(data_dirs["small"], args.small_files, args.small_kb)
-    if "big" in args.data:
-        data_dirs["big"] = home / "data-big"
-        make_big(data_dirs["big"], args.big_mb)
     runs: list[dict] = []
     table: list[dict] = []
-    try:
+    with bench_home("gpufleet-syncbench-") as home:
+        env = dict(os.environ)
+        data_dirs = {}
+        if "small" in args.data:
+            data_dirs["small"] = home / "data-small"
+            make_small(data_dirs["small"], args.small_files, args.small_kb)
+        if "big" in args.data:
+            data_dirs["big"] = home / "data-big"
+            make_big(data_dirs["big"], args.big_mb)
         for n in args.n:
             name = f"sync{n}"
-            info = ops.create(ClusterSpec.from_input({"name": name, "nodes": n}), lambda m: None)
-            cfg = home / f"{name}.ssh_config"
-            cfg.write_text(sshconfig.render(info))
+            info = make_cluster(name, n)
+            cfg = ssh_config(name)
             for data, src in data_dirs.items():
                 if f"{n}:{data}" in args.skip:
                     print(f"N={n} {data}: skipped (--skip)", flush=True)
                     continue
                 table.append(
                     bench_case(
-                        info, name, src, data, cfg, gf, env, args.reps, runs, args.cold_client
+                        info, name, src, data, cfg, gf(), env, args.reps, runs, args.cold_client
                     )
                 )
-            ops.destroy(state.load(name), lambda m: None)
-    finally:
-        for left in state.names():
-            ops.destroy(state.load(left), lambda m: None)
-        shutil.rmtree(home, ignore_errors=True)
+            destroy(name)
     print_table(table, args)
     if args.json:
         args.json.write_text(json.dumps({"summary": table, "runs": runs}, indent=2))
@@ -199,15 +162,17 @@ def bench_case(info, name, src, data, cfg, gf, env, reps, runs, cold_client=Fals
                         from gpufleet.remote.head import stop_mux
 
                         stop_mux(info)
-                    w, c, stdout = timed(f"{gf} sync {name} --workdir {src} --json", env)
+                    w, c, stdout = timed(
+                        f"{gf} sync {name} --workdir {src} --json", env, None, 3600
+                    )
                     up = json.loads(stdout)["uploaded"]
                 elif tool == "rsync":
                     for f in out.glob("rs.*"):
                         f.unlink()
-                    w, c, _ = timed(rsync_cmd + wait_all, env)
+                    w, c, _ = timed(rsync_cmd + wait_all, env, timeout=3600)
                     up = rsync_bytes(out)
                 else:
-                    w, c, _ = timed(tar_cmd + wait_all, env)
+                    w, c, _ = timed(tar_cmd + wait_all, env, timeout=3600)
                     up = tar_size * n
                 if phase == "fresh":
                     got = [count_files(d) for d in dests[tool]]
