@@ -289,6 +289,6 @@ def bake_program(spec: Any) -> dict[str, Any]:
     from components.registry import bake_class
 
     # One public builder: no workers, so no NAT for them (components/<cloud>/network.py).
-    spec = spec.model_copy(update={"nodes": 1})
+    spec = spec.with_(nodes=1)
     bake = bake_class(spec.cloud)(f"{spec.name}-image", spec)
     return {"image_id": bake.image_id}

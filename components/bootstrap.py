@@ -92,18 +92,6 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
     return env
 
 
-def type_nccl_env(ctx: BootstrapContext) -> dict[str, str]:
-    """NCCL settings of the instance type itself (the image's topology file on Azure ND)."""
-    from components.catalog import lookup
-    from components.errors import CatalogError
-
-    try:
-        it = lookup(ctx.cloud, ctx.instance_type)
-    except CatalogError:
-        return {}
-    return {"NCCL_TOPO_FILE": it.nccl_topo_file} if it.nccl_topo_file else {}
-
-
 def render_cloud_init(ctx: BootstrapContext) -> str:
     """The #cloud-config text node `ctx.node_index` boots with."""
     import shlex
@@ -112,7 +100,6 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
 
     env = node_env(ctx)
     nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric, ctx.node_count)
-    nccl.update(type_nccl_env(ctx))
     return _template().render(
         cluster=ctx.cluster,
         cloud=ctx.cloud,

@@ -103,12 +103,16 @@ def nccl_env(fabric: str, nodes: int | None = None, *, efa_rdma: bool = False) -
 def instance_nccl_env(
     cloud: str, instance_type: str | None, fabric: str, nodes: int | None = None
 ) -> dict[str, str]:
-    """nccl_env for a cluster of `instance_type` (its RDMA support read from the catalog)."""
+    """nccl_env for a cluster of `instance_type`, with what the catalog says of the type: its
+    EFA RDMA support, and the image's NCCL topology file for it (Azure ND sizes)."""
     from components.catalog import lookup
     from components.errors import CatalogError
 
     try:
-        rdma = bool(instance_type) and lookup(cloud, instance_type or "").efa_rdma
+        it = lookup(cloud, instance_type) if instance_type else None
     except CatalogError:
-        rdma = False
-    return nccl_env(fabric, nodes, efa_rdma=rdma)
+        it = None
+    env = nccl_env(fabric, nodes, efa_rdma=bool(it and it.efa_rdma))
+    if it and it.nccl_topo_file:
+        env["NCCL_TOPO_FILE"] = it.nccl_topo_file
+    return env

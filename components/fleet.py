@@ -90,7 +90,6 @@ class GpufleetComponent(pulumi.ComponentResource):
         fixed = expires_at if expires_at is not None else spec.expires_at
         if fixed is not None:
             self.expires_at: pulumi.Output[int] = pulumi.Output.from_input(int(fixed))
-            self.tags = fleet_tags(spec, int(fixed))
         else:
             # Never the clock of this program run: a re-apply would change every node's user
             # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
@@ -98,7 +97,7 @@ class GpufleetComponent(pulumi.ComponentResource):
 
             expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
             self.expires_at = expiry.expires_at
-            self.tags = fleet_tags(spec, self.expires_at)
+        self.tags = fleet_tags(spec, self.expires_at)
         self.ssh_user = spec.effective_ssh_user or "gpufleet"
         self.keys = cluster_keys(name, spec.nodes, self)
 

@@ -42,15 +42,16 @@ def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
     return explain(text) if explain else None
 
 
-# The stack config key that places each cloud's provider.
-_REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
+# The stack config key that places each cloud's provider: resources land there, whatever the
+# spec says.
+REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
 
 def provider_config(spec: Any) -> dict[str, str]:
     """Provider settings for a spec's stack (its region, where the spec names one)."""
     region = spec.effective_region
-    if spec.cloud in _REGION_KEYS and region:
-        return {_REGION_KEYS[spec.cloud]: region}
+    if spec.cloud in REGION_KEYS and region:
+        return {REGION_KEYS[spec.cloud]: region}
     return {}
 
 

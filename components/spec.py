@@ -22,6 +22,8 @@ RESERVATION_RE = {
     "aws": re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$"),
     "gcp": re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
 }
+# An EC2 placement group name: up to 255 ASCII characters (CreatePlacementGroup, GroupName).
+PLACEMENT_GROUP_RE = re.compile(r"[\x21-\x7e]{1,255}")
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "vm": "gpufleet"}
 # azure: one availability set (the InfiniBand domain gpufleet uses) holds at most 200 VMs.
@@ -48,6 +50,13 @@ class ClusterSpec(BaseModel):
     )
     reservation: str | None = Field(
         None, description="capacity to launch into: AWS cr-... id, or a GCP reservation name"
+    )
+    placement_group: str | None = Field(
+        None,
+        description="aws, with a reservation: the existing cluster placement group it was made in",
+    )
+    capacity_block: bool = Field(
+        False, description="aws: the reservation is a Capacity Block for ML (market capacity-block)"
     )
     expires_at: int | None = Field(
         None,
@@ -147,6 +156,7 @@ class ClusterSpec(BaseModel):
                 f"{self.nodes} nodes is over the {self.cloud} limit of {limit}",
                 f"use at most {limit} nodes per cluster",
             )
+        self._check_reservation_options()
         if self.cloud in ("local", "vm", "ssh"):
             if self.instance_type not in (None, "local", "vm", "ssh"):
                 raise SpecError(
@@ -236,6 +246,32 @@ class ClusterSpec(BaseModel):
                 "set zone to the reservation's zone (and no other zones)",
             )
 
+    def _check_reservation_options(self) -> None:
+        """placement_group and capacity_block qualify an AWS reservation, and nothing else."""
+        for field, value in (
+            ("placement_group", self.placement_group),
+            ("capacity_block", self.capacity_block),
+        ):
+            if not value:
+                continue
+            if self.cloud != "aws":
+                raise SpecError(field, f"means nothing on cloud={self.cloud}", f"drop {field}")
+            if not self.reservation:
+                raise SpecError(
+                    field,
+                    "qualifies a capacity reservation, and none is given "
+                    "(without one gpufleet makes its own cluster placement group)",
+                    f"add reservation: cr-..., or drop {field}",
+                )
+        if self.placement_group is not None and not PLACEMENT_GROUP_RE.fullmatch(
+            self.placement_group
+        ):
+            raise SpecError(
+                "placement_group",
+                f"{self.placement_group!r} is not an EC2 placement group name",
+                "give the group's name (up to 255 ASCII characters, no spaces)",
+            )
+
     @classmethod
     def from_input(cls, data: dict[str, Any]) -> ClusterSpec:
         """Validate raw input (flags, stack config); any problem becomes a SpecError."""
@@ -256,6 +292,10 @@ class ClusterSpec(BaseModel):
                     field, f"{err['input']!r} is not one of {expected}", f"use one of {expected}"
                 ) from None
             raise SpecError(field, err["msg"], f"give {field} a valid value") from None
+
+    def with_(self, **changes: Any) -> ClusterSpec:
+        """This spec with `changes`, validated again (model_copy would skip every check)."""
+        return ClusterSpec.from_input({**self.model_dump(), **changes})
 
     @property
     def fabric(self) -> str:
@@ -306,6 +346,11 @@ class NodeInfo(BaseModel):
         None, description="None: no public address; reached through the head (direct-tcpip)"
     )
     ssh_port: int = 22
+    private_ssh_port: int | None = Field(
+        None,
+        description="sshd's port at private_ip, where the other nodes reach it; None: ssh_port"
+        " (a VM's ssh_port is forwarded on this machine, inside its network sshd is on 22)",
+    )
     gpus: int = 0
     workdir: str = Field("gpufleet", description="job directory; relative paths are from $HOME")
     host_key: str = Field("", description="the node's pinned public host key, 'type base64'")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from components.errors import SpecError
+from components.registry import REGION_KEYS
 from components.resources import data_dir
 from components.spec import ClusterSpec
 
@@ -16,13 +17,13 @@ CONFIG_NAMESPACE = "gpufleet"
 CONFIG_KEY = "cluster"
 
 
-def search_path(root: Path | None = None, cwd: Path | None = None) -> list[Path]:
+def search_path(root: Path | None = None) -> list[Path]:
     """Folders a stack file is looked up in: `root` alone when given, else the current
     Pulumi project (its `stackConfigDir`, or the folder itself and its stacks/), then the
     stacks shipped with gpufleet."""
     if root is not None:
         return [root]
-    here = cwd or Path.cwd()
+    here = Path.cwd()
     dirs = [here, here / "stacks"]
     project = here / "Pulumi.yaml"
     if project.is_file():
@@ -131,14 +132,10 @@ def spec_from_config(config: dict[str, Any], stack: str = "") -> ClusterSpec:
     return spec
 
 
-# The provider's own region setting: resources land there, whatever the spec says.
-PROVIDER_REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
-
-
 def _same_region(config: dict[str, Any], spec: ClusterSpec) -> None:
     """A provider region that differs from the spec's would put the fleet in another region
     than the one its catalog checks and price were for: an error before anything exists."""
-    key = PROVIDER_REGION_KEY.get(spec.cloud)
+    key = REGION_KEYS.get(spec.cloud)
     provider = config.get(key) if key else None
     if provider and spec.region and str(provider) != spec.region:
         raise SpecError(

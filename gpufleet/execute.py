@@ -31,7 +31,8 @@ def run_exec(
             )
         results = run_tree(info, cmd, nodes or None, stream)
     elif holder.enabled():
-        results = holder.request(info.name, cmd, nodes, timeout, stream)
+        every = nodes or [n.name for n in info.nodes]
+        results = holder.request(info.name, cmd, every, timeout, stream)
     if results is None:  # cold: connect from here, and leave a holder for the next command
         from gpufleet.remote import Group
 

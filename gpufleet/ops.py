@@ -96,7 +96,7 @@ def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
     except Exception:
         progress(f"{name}: spec.json unreadable too; assuming a sandbox cluster")
     # processes whose command line names the folder (sandbox sshd, watchdog): always safe
-    stop_by_folder(name, {})
+    stop_by_folder(name)
     if spec is not None and spec.cloud in PULUMI_CLOUDS:
         stub = SimpleNamespace(name=name, provider={}, nodes=[])
         for_cloud(spec.cloud, **options).down(stub, progress)  # type: ignore[arg-type]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.spec import ClusterInfo, NodeInfo
+from gpufleet.remote import sshopts
+from gpufleet.remote.knownhosts import private_port
 
 FILE = "ssh_config"  # in the cluster's state folder: `Include` picks it up, `down` removes it
 
@@ -36,18 +38,11 @@ def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | 
         lines = [
             "Host " + " ".join(aliases(info, n)),
             f"    HostName {n.private_ip if internal else (n.public_ip or n.private_ip)}",
-            f"    Port {n.ssh_port}",
+            f"    Port {private_port(n) if internal else n.ssh_port}",
             *([] if jump_host is None else [f"    ProxyJump {info.name}-{jump_host.name}"]),
             f"    User {info.ssh_user}",
             f"    IdentityFile {info.ssh_key_path}",
-            "    IdentitiesOnly yes",
-            "    IdentityAgent none",
-            f"    UserKnownHostsFile {info.known_hosts_path}",
-            "    GlobalKnownHostsFile /dev/null",
-            "    StrictHostKeyChecking yes",
-            "    UpdateHostKeys no",
-            "    HostKeyAlgorithms ssh-ed25519",
-            "    BatchMode yes",
+            *sshopts.as_config(sshopts.pinned(info.known_hosts_path, "ssh-ed25519")),
         ]
         if control_persist:
             # %C: a hash of (local host, remote host, port, user): short and unique per node.

@@ -24,8 +24,10 @@ from gpufleet.remote.head import (
     head_run,
     key_type,
     mux_options,
+    popen,
     ssh_options,
     start_prepare,
+    stderr_text,
     worker_rows,
 )
 
@@ -66,26 +68,13 @@ def _gitignore_patterns(root: Path) -> list[str]:
     if not f.exists():
         return []
     lines = (ln.strip() for ln in f.read_text().splitlines())
-    return [ln.rstrip("/") for ln in lines if ln and not ln.startswith(("#", "!"))]
+    return [ln for ln in lines if ln and not ln.startswith(("#", "!"))]
 
 
 def _walk(root: Path) -> list[str]:
-    patterns = _gitignore_patterns(root)
-
-    def ignored(rel: str, name: str) -> bool:
-        return name in ALWAYS_SKIP or any(
-            fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p.lstrip("/")) for p in patterns
-        )
-
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = [d for d in dirnames if not ignored(os.path.join(rel_dir, d), d)]
-        files += [
-            os.path.join(rel_dir, f) for f in filenames if not ignored(os.path.join(rel_dir, f), f)
-        ]
-    return sorted(files)
+    """Without git: every file not matching ALWAYS_SKIP or .gitignore (read by matches())."""
+    patterns = [*ALWAYS_SKIP, *_gitignore_patterns(root)]
+    return sorted(_all_files(root, lambda rel: any(matches(p, rel) for p in patterns)))
 
 
 def job_files(root: Path) -> list[str]:
@@ -93,8 +82,9 @@ def job_files(root: Path) -> list[str]:
     files = _git_files(root)
     if files is None:
         return _walk(root)
-    skip = ALWAYS_SKIP
-    return sorted(p for p in files if not (set(Path(p).parts) & skip) and (root / p).is_file())
+    return sorted(
+        p for p in files if not (set(Path(p).parts) & ALWAYS_SKIP) and (root / p).is_file()
+    )
 
 
 def matches(pattern: str, rel: str) -> bool:
@@ -125,13 +115,15 @@ class Selection:
         return sum((root / f).lstat().st_size for f in self.files)
 
 
-def _all_files(root: Path) -> Iterable[str]:
+def _all_files(root: Path, ignored: Callable[[str], bool] = lambda rel: False) -> Iterable[str]:
+    """Every file and symlink (a symlinked folder too, as git lists it) under `root` but .git,
+    minus what `ignored` names; a folder is asked about as `dir/`, and not entered if ignored."""
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         rel = "" if rel == "." else rel + "/"
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        yield from (rel + f for f in filenames)
-        yield from (rel + d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+        links = [d for d in dirnames if d != ".git" and os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d != ".git" and not ignored(f"{rel}{d}/")]
+        yield from (rel + f for f in [*filenames, *links] if not ignored(rel + f))
 
 
 def select(root: Path, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Selection:
@@ -271,8 +263,7 @@ def _run_client_rsync(argv: list[str], progress: Progress, head: str) -> tuple[i
     """
     started = time.monotonic()
     last = started
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    proc = popen(argv)
     tail = b""
     out = b""
     while chunk := proc.stdout.read1(65536):  # type: ignore[attr-defined]
@@ -288,7 +279,7 @@ def _run_client_rsync(argv: list[str], progress: Progress, head: str) -> tuple[i
                     f"→ {head}: {_mb(int(done.replace(b',', b'')))} {pct.decode()}% {rate.decode()}"
                 )
                 last = now
-    err = proc.stderr.read().decode(errors="replace")
+    err = stderr_text(proc)
     code = proc.wait()
     if code != 0:
         raise SyncFailed(head, code, err.strip()[-1000:])
@@ -404,11 +395,10 @@ def _rsync_via_head(
     unchanged = False
     script = fanout_script(info, changed)
     fan = head_run(info, control, script)
-    assert fan.stdout is not None and fan.stderr is not None
     first = fan.stdout.readline()
     if not first and fan.wait() == 255:  # OpenSSH failed before the head ran anything
+        stderr_text(fan)  # closes its spool file
         fan = head_run(info, None, script)
-        assert fan.stdout is not None and fan.stderr is not None
         first = fan.stdout.readline()
     for raw in itertools.chain([first], fan.stdout):
         line = raw.decode(errors="replace").strip()
@@ -423,7 +413,7 @@ def _rsync_via_head(
                     f"{head.name} → {name}: {_mb(int(nbytes))} in {elapsed:.1f}s "
                     f"({_mb(int(nbytes) / elapsed)}/s; {len(results)}/{len(info.nodes) - 1})"
                 )
-    err = fan.stderr.read().decode(errors="replace")
+    err = stderr_text(fan)
     if fan.wait() != 0:
         raise SyncFailed(head.name, fan.returncode, f"head to workers: {err[-800:]}")
     if unchanged:
@@ -505,31 +495,3 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
     if out["method"] not in ("auto", "rsync", "paramiko") or not Path(out["workdir"]).is_dir():
         return None  # typer reports it
     return out
-
-
-def run_fast(parsed: dict[str, Any]) -> int:
-    """The `sync` command on a parsed command line: progress on stderr, --json on stdout."""
-    import json
-    import sys
-
-    from gpufleet import state
-
-    def progress(message: str) -> None:
-        sys.stderr.write(f"gpufleet: {message}\n")
-        sys.stderr.flush()
-
-    from gpufleet.cli.documents import sync as document
-
-    info = state.load_view(parsed["name"])
-    report = sync(
-        info,
-        Path(parsed["workdir"]).resolve(),
-        include=parsed["include"],
-        exclude=parsed["exclude"],
-        progress=progress,
-        method=parsed["method"],
-    )
-    if parsed["json"]:
-        doc = document(parsed["name"], report, [n.name for n in info.nodes])
-        print(json.dumps(doc, indent=2))
-    return 0

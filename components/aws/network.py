@@ -10,27 +10,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import SpecError
-from components.spec import MAX_NODES
 
 VPC_CIDR = "10.42.0.0/16"
-# EC2 keeps the first four and the last address of every subnet (VPC user guide, "Subnet CIDR
-# blocks").
-SUBNET_RESERVED = 5
-# Addresses one node takes in the subnet: its primary interface only, since the other network
-# cards carry EFA-only interfaces, which have no IP address (EC2 user guide, create-efa.md).
-ADDRESSES_PER_NODE = 1
-
-
-def subnet_cidr(nodes: int, per_node: int = ADDRESSES_PER_NODE, vpc: str = VPC_CIDR) -> str:
-    """The smallest subnet of the VPC that holds `nodes` nodes (EFA cannot cross subnets)."""
-    need = nodes * per_node + SUBNET_RESERVED
-    net = ipaddress.ip_network(vpc)
-    prefix = max(net.prefixlen, min(28, 32 - (need - 1).bit_length()))
-    if net.prefixlen == prefix and net.num_addresses < need:
-        raise SpecError("nodes", f"{nodes} nodes do not fit in {vpc}", "use fewer nodes")
-    return str(next(net.subnets(new_prefix=prefix)))
-
-
+# The fleet's one subnet (EFA cannot cross subnets): 1019 usable addresses (EC2 keeps five of
+# every subnet), one per node since the other network cards carry EFA-only interfaces without
+# an IP address (EC2 user guide, create-efa.md). Sized for the largest cluster the spec allows,
+# so a re-apply with more nodes never needs a new subnet (which would replace every node).
+SUBNET_CIDR = "10.42.0.0/22"
 # The NAT gateway's own public subnet (the fleet's subnet routes the internet through it); it
 # lies past the fleet subnet (at most a /22 from 10.42.0.0).
 NAT_SUBNET_CIDR = "10.42.16.0/28"
@@ -46,15 +32,9 @@ class Network:
 
 
 def aws_region(spec: Any) -> str:
-    """The region the fleet is in: the spec's, which must agree with the stack's `aws:region`."""
-    configured = pulumi.Config("aws").get("region")
-    if spec.region and configured and spec.region != configured:
-        raise SpecError(
-            "region",
-            f"the cluster asks for {spec.region} but the stack's aws:region is {configured}",
-            "make gpufleet:cluster region and aws:region the same",
-        )
-    return spec.region or configured or spec.effective_region
+    """The region the fleet is in: the spec's, else the stack's `aws:region` (the two agree:
+    stackconfig.spec_from_config refuses a stack where they differ)."""
+    return spec.region or pulumi.Config("aws").get("region") or spec.effective_region
 
 
 def first_zone(locations: list[str], instance_type: str, region: str) -> str:
@@ -108,7 +88,7 @@ def fleet_routes(
     routes for spec.ssh_cidrs. The NAT gateway sits in its own small public subnet.
     """
     to_igw = [c for c in spec.ssh_cidrs if ipaddress.ip_network(c).version == 4]
-    if spec.public_workers or spec.nodes == 1 or "0.0.0.0/0" in to_igw:
+    if spec.public_workers or spec.nodes == 1:
         return [aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)]
     nat_subnet = aws.ec2.Subnet(
         f"{name}-nat-subnet",
@@ -174,9 +154,7 @@ def build_network(
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
             vpc_id=vpc.id,
-            # Sized for the largest cluster the spec allows: a re-apply with more nodes must not
-            # need a new subnet (which would replace every node).
-            cidr_block=subnet_cidr(MAX_NODES["aws"]),
+            cidr_block=SUBNET_CIDR,
             availability_zone=availability_zone(spec, instance_type or spec.instance_type, region),
             tags={**tags, "Name": f"{name}-subnet"},
             # A looked-up zone is chosen once: a later offering elsewhere must not move the fleet.

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-
-def _seq(name: str, count: int) -> int:
-    """A per-node number from the resource's name, so that two plans are identical (the
-    registration order, and so `count`, varies between runs)."""
-    m = re.search(r"-node-(\d+)", name)
-    return int(m.group(1)) if m else count
-
 
 FAKE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 
 
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
-    count = _seq(name, count)
     if typ == "azure-native:network:NetworkInterface":
         configs = [dict(c) for c in inputs.get("ipConfigurations", [])]
         for c in configs:

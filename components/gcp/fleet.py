@@ -49,15 +49,6 @@ def scheduling(spec: Any, expires_at: float) -> Any:
     return gcp.compute.InstanceSchedulingArgs(**args)
 
 
-def fleet_labels(tags: dict[str, Any]) -> dict[str, Any]:
-    """labels() of the plain tags, plus the expiry as is (an Output of digits: a valid value)."""
-    out: dict[str, Any] = labels(
-        {k: v for k, v in tags.items() if not isinstance(v, pulumi.Output)}
-    )
-    out.update({k: v for k, v in tags.items() if isinstance(v, pulumi.Output)})
-    return out
-
-
 def reservation_affinity(name: str | None) -> Any:
     """Consume this specific reservation (compute/docs/instances/reservations-consume)."""
     if not name:
@@ -79,7 +70,7 @@ class GpuFleet(GpufleetComponent):
         it = lookup("gcp", spec.instance_type)
         child = self.child()
         zone, region = zone_and_region(spec)
-        node_labels = fleet_labels(self.tags)
+        node_labels = labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
         if not spec.public_workers and spec.nodes > 1 and not spec.vpc_id:
             worker_nat(name, nets.network, region, child)

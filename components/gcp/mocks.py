@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 
-def _seq(name: str, count: int) -> int:
-    """A per-node number from the resource's name, so that two plans are identical (the
-    registration order, and so `count`, varies between runs)."""
-    m = re.search(r"-node-(\d+)", name)
-    return int(m.group(1)) if m else count
-
-
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
-    count = _seq(name, count)
     if typ == "gcp:compute/instance:Instance":
         nics = [dict(n) for n in inputs.get("networkInterfaces", [])]
         for k, nic in enumerate(nics):

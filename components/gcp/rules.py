@@ -121,9 +121,12 @@ def termination_time(expires_at: float) -> str:
     return datetime.fromtimestamp(int(expires_at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def labels(tags: dict[str, str]) -> dict[str, str]:
-    """GCP labels from tags: keys lowercased, refused when GCE would refuse or merge them."""
-    out: dict[str, str] = {}
+def labels(tags: dict[str, Any]) -> dict[str, Any]:
+    """GCP labels from tags: keys lowercased, refused when GCE would refuse or merge them.
+
+    A value that is not a str (an Output: the expiry's epoch seconds, all digits) is kept as is.
+    """
+    out: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for key, value in tags.items():
         k = key.lower()
@@ -139,12 +142,15 @@ def labels(tags: dict[str, str]) -> dict[str, str]:
                 f"{origin[k]!r} and {key!r} are the same GCP label key ({k!r})",
                 "keep one of them; GCP label keys are lowercase",
             )
-        out[k], origin[k] = _LABEL_BAD.sub("_", value.lower())[:63], key
+        if isinstance(value, str):
+            value = _LABEL_BAD.sub("_", value.lower())[:63]
+        out[k], origin[k] = value, key
     return out
 
 
 def check_spec(spec: Any) -> None:
-    """GCP-specific refusals, before anything is declared (the component's whole check)."""
+    """What only the component checks: ssh_cidrs, which the CLI fills in after the spec is
+    made (ClusterSpec's validation ran spec_rules)."""
     if not spec.ssh_cidrs:
         # An ingress firewall without source ranges or tags admits 0.0.0.0/0
         # (hashicorp/terraform-provider-google#6789), so an empty list would open SSH to all.
@@ -153,7 +159,6 @@ def check_spec(spec: Any) -> None:
             "is empty; on GCP a firewall rule without sources admits every address",
             "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
         )
-    spec_rules(spec)
 
 
 def spec_rules(spec: Any) -> None:

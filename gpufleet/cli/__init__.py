@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 EXIT_CODES = """Exit codes: 0 success; 1 a job or remote command failed (run: the job's own code);
 2 bad input (flags, spec, unknown cluster, missing tool, over --max-cost); 3 a node's host key
@@ -110,11 +111,50 @@ def _fast_exec(args: list[str]) -> int | None:
 
 
 def _fast_sync(args: list[str]) -> int | None:
-    """`sync` without typer: its start-up would be most of a no-change sync."""
-    from gpufleet import sync
+    """`sync` without typer or pydantic: start-up would be most of a no-change sync."""
+    if args[:1] != ["sync"]:  # gpufleet.sync is not imported for the other commands
+        return None
+    from gpufleet.sync import parse_fast
 
-    parsed = sync.parse_fast(args)
-    return None if parsed is None else sync.run_fast(parsed)
+    parsed = parse_fast(args)
+    if parsed is None:
+        return None
+    from gpufleet import state
+
+    info = state.load_view(parsed["name"])
+    run_sync(
+        info,
+        parsed["workdir"],
+        include=parsed["include"],
+        exclude=parsed["exclude"],
+        method=parsed["method"],
+        as_json=parsed["json"],
+    )
+    return 0
+
+
+def run_sync(
+    info: Any, workdir: str, *, include: list[str], exclude: list[str], method: str, as_json: bool
+) -> None:
+    """The `sync` command once parsed (typer's and the fast path): progress on stderr, --json
+    on stdout."""
+    from pathlib import Path
+
+    from gpufleet.cli.common import print_json, progress
+    from gpufleet.sync import sync
+
+    report = sync(
+        info,
+        Path(workdir).resolve(),
+        include=include,
+        exclude=exclude,
+        progress=progress,
+        method=method,
+    )
+    if as_json:
+        from gpufleet.cli.documents import sync as document
+
+        print_json(document(info.name, report, [n.name for n in info.nodes]))
 
 
 def main(argv: list[str] | None = None) -> int:

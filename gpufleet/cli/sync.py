@@ -23,26 +23,14 @@ def sync_(
     """Mirror WORKDIR into each node's workdir: this machine uploads to the head only, the
     head copies to the workers; files the directory no longer has are removed there."""
     from gpufleet import state
-    from gpufleet.cli.common import print_json, progress
-    from gpufleet.sync import sync
+    from gpufleet.cli import run_sync
 
     if method not in ("auto", "rsync", "paramiko"):
         raise typer.BadParameter("use auto, rsync or paramiko", param_hint="--sync-method")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
     info = state.load(name)
-    report = sync(
-        info,
-        workdir.resolve(),
-        include=include,
-        exclude=exclude,
-        progress=progress,
-        method=method,
-    )
-    if as_json:
-        from gpufleet.cli.documents import sync as document
-
-        print_json(document(name, report, [n.name for n in info.nodes]))
+    run_sync(info, str(workdir), include=include, exclude=exclude, method=method, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

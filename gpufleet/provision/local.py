@@ -32,6 +32,7 @@ from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo,
 from gpufleet import state
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
+from gpufleet.remote import knownhosts
 from gpufleet.sshkeys import generate_ed25519
 
 SSHD_INSTALL = (
@@ -231,14 +232,13 @@ def terminate(pids: list[int], grace_s: float = 3.0) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def stop_cluster_processes(cluster: str, pids: dict[str, int], cluster_dir: Path) -> None:
-    """Stop a sandbox cluster's sshds (only if they are still ours) and every session process.
+def stop_cluster_processes(cluster: str, cluster_dir: Path) -> None:
+    """Stop a sandbox cluster's sshds and watchdog and every session process.
 
-    Besides the recorded PIDs, anything whose command line names the cluster's folder is
-    stopped too, so a damaged or half-written state file still leaves nothing running.
+    Found by the folder their command line names, not by recorded PIDs: a damaged or
+    half-written state file still leaves nothing running, and a reused PID is never hit.
     """
-    ours = [pid for pid in pids.values() if str(cluster_dir) in _cmdline(pid)]
-    ours = sorted(set(ours) | set(folder_processes(cluster_dir)))
+    ours = sorted(folder_processes(cluster_dir))
     sessions = set(sandbox_processes(cluster))
     for pid in ours:
         sessions.update(_descendants(pid))
@@ -342,12 +342,12 @@ class LocalProvisioner:
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
                 host_key_rotation=SANDBOX_HOST_KEYS,
             )
-            _write(cdir / "known_hosts", known_hosts(info), 0o644)
+            _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
             self._wait_listening(info, procs, progress)
             return info
         except BaseException:
-            stop_cluster_processes(spec.name, pids, cdir)
+            stop_cluster_processes(spec.name, cdir)
             state.forget(spec.name)
             raise
 
@@ -378,7 +378,7 @@ class LocalProvisioner:
         progress(f"{len(info.nodes)} sandbox nodes listening")
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
-        stop_by_folder(info.name, info.provider.get("pids", {}), info.provider.get("watchdog"))
+        stop_by_folder(info.name)
         progress(f"stopped {len(info.nodes)} sandbox nodes")
 
     def extend(self, info: ClusterInfo, expires_at: float) -> None:
@@ -396,15 +396,8 @@ class LocalProvisioner:
         }
 
 
-def known_hosts(info: ClusterInfo) -> str:
-    """known_hosts lines pinning each node's host key at its address and port."""
-    from gpufleet.remote.knownhosts import render
-
-    return render(info.nodes)
-
-
 def _record_pids(cdir: Path, pids: dict[str, int]) -> None:
-    """pids.json beside the state: `down` reads it when cluster.json is missing or damaged."""
+    """pids.json beside the state: the watchdog's nodes when cluster.json is missing or damaged."""
     tmp = cdir / f"pids.json.{os.getpid()}.tmp"
     _write(tmp, json.dumps(pids))
     os.replace(tmp, cdir / "pids.json")
@@ -417,15 +410,9 @@ def recorded_pids(cdir: Path) -> dict[str, int]:
     return {}
 
 
-def stop_by_folder(cluster: str, pids: dict[str, int], watchdog: int | None = None) -> None:
-    """Stop everything of a sandbox cluster, from its state, pids.json and its folder."""
-    cdir = state.cluster_dir(cluster)
-    every = {**recorded_pids(cdir), **pids}
-    dog = watchdog or every.pop("watchdog", None)
-    every.pop("watchdog", None)
-    if dog and int(dog) != os.getpid() and "gpufleet.provision.local" in _cmdline(int(dog)):
-        terminate([int(dog)], grace_s=1.0)
-    stop_cluster_processes(cluster, every, cdir)
+def stop_by_folder(cluster: str) -> None:
+    """Stop everything of a sandbox cluster: what its folder names and its sessions."""
+    stop_cluster_processes(cluster, state.cluster_dir(cluster))
 
 
 def stray_processes() -> list[int]:
@@ -511,7 +498,7 @@ def _watchdog(cluster: str, cdir: Path, uid: str) -> None:
                 _stop_node(cluster, cdir, node, pids.get(node), when)
                 stopped.add(node)
         if names and stopped >= set(names):
-            stop_cluster_processes(cluster, pids, cdir)
+            stop_cluster_processes(cluster, cdir)
             state.forget(cluster)
             return
 

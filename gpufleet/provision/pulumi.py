@@ -44,13 +44,15 @@ def find_pulumi() -> str:
     return found
 
 
-def backend_url(explicit: str | None = None) -> str:
-    """--backend, else $PULUMI_BACKEND_URL, else a file backend under $GPUFLEET_HOME."""
+def backend_url(explicit: str | None = None, *, mkdir: bool = True) -> str:
+    """--backend, else $PULUMI_BACKEND_URL, else a file backend under $GPUFLEET_HOME
+    (created unless mkdir=False)."""
     url = explicit or os.environ.get("PULUMI_BACKEND_URL")
     if url:
         return url
     path = state.home() / "pulumi"
-    path.mkdir(parents=True, exist_ok=True)
+    if mkdir:
+        path.mkdir(parents=True, exist_ok=True)
     return f"file://{path}"
 
 
@@ -91,7 +93,7 @@ def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
             "none given and your public address could not be learned",
             "pass --ssh-cidr YOUR.PUBLIC.IP/32 (0.0.0.0/0 opens SSH to everyone)",
         )
-    return spec.model_copy(update={"ssh_cidrs": [cidr]})
+    return spec.with_(ssh_cidrs=[cidr])
 
 
 def workspace_env(url: str) -> dict[str, str]:
@@ -166,7 +168,7 @@ class PulumiProvisioner:
         spec = with_ssh_cidrs(spec)
         zones = spec.zone_choices or [None]
         for i, zone in enumerate(zones):
-            attempt = spec if zone is None else spec.model_copy(update={"zone": zone})
+            attempt = spec if zone is None else spec.with_(zone=zone, zones=[zone])
             try:
                 return self._up_in_zone(attempt, progress)
             except NoCapacity as e:
@@ -256,7 +258,7 @@ class StackRecord:
 
 def may_hold_stacks(backend: str | None = None) -> bool:
     """False only for a file backend with no stack in it: no Pulumi CLI is needed to know."""
-    url = backend or os.environ.get("PULUMI_BACKEND_URL") or f"file://{state.home() / 'pulumi'}"
+    url = backend_url(backend, mkdir=False)
     if not url.startswith("file://"):
         return True
     stacks = Path(url.removeprefix("file://")).expanduser() / ".pulumi" / "stacks"
@@ -267,20 +269,26 @@ def list_stacks(backend: str | None = None) -> list[StackRecord]:
     """Every stack of the gpufleet project in the backend, with its cluster and expiry."""
     find_pulumi()
     _import_sdk()
+    from concurrent.futures import ThreadPoolExecutor
+
     ws = _workspace(backend)
-    found = []
-    for summary in ws.list_stacks():
-        name = summary.name.rsplit("/", 1)[-1]  # cloud backends answer org/project/stack
+    # cloud backends answer org/project/stack
+    names = [summary.name.rsplit("/", 1)[-1] for summary in ws.list_stacks()]
+
+    def record(name: str) -> StackRecord:
         outputs = {k: v.value for k, v in ws.stack_outputs(name).items()}
         expires = outputs.get("expires_at")
-        found.append(
-            StackRecord(
-                stack=name,
-                cluster=str(outputs.get("cluster_name") or name),
-                expires_at=float(expires) if expires not in (None, "") else None,
-            )
+        return StackRecord(
+            stack=name,
+            cluster=str(outputs.get("cluster_name") or name),
+            expires_at=float(expires) if expires not in (None, "") else None,
         )
-    return found
+
+    if not names:
+        return []
+    # Each stack_outputs runs the Pulumi CLI twice (masked, then --show-secrets): in parallel.
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+        return list(pool.map(record, names))
 
 
 def remove_stack(name: str, backend: str | None, progress: Progress) -> None:

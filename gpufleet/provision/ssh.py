@@ -213,12 +213,11 @@ class SSHProvisioner:
             expires_at=None,  # nothing of ours runs there to expire; `down` only forgets
             provider={"hosts": [f"{h.address}:{h.port}" for h in inv.hosts]},
         )
-        from gpufleet.provision.local import known_hosts as render_known_hosts
+        from gpufleet.remote import knownhosts
 
         # Pinned at both addresses: gpufleet connects to the public one, the launchers on the
         # head (the run's internal ssh config) to the private one.
-        lines = render_known_hosts(_public(info)) + render_known_hosts(info)
-        known_hosts.write_text("".join(dict.fromkeys(lines.splitlines(keepends=True))))
+        knownhosts.write(known_hosts, knownhosts.render(info.nodes))
         progress(f"recorded {len(nodes)} hosts (nothing is created on them)")
         return info
 
@@ -234,12 +233,6 @@ class SSHProvisioner:
             except OSError:
                 out[n.name] = "unreachable"
         return out
-
-
-def _public(info: ClusterInfo) -> ClusterInfo:
-    """known_hosts pins the address gpufleet connects to (the public one)."""
-    nodes = [n.model_copy(update={"private_ip": n.public_ip}) for n in info.nodes]
-    return info.model_copy(update={"nodes": nodes})
 
 
 def _local_user() -> str:

@@ -34,6 +34,7 @@ from gpufleet.provision.vmimage import (
     python_share,
     require_tools,
 )
+from gpufleet.remote import knownhosts
 from gpufleet.sshkeys import generate_ed25519
 
 PRIVATE_NET = "10.77.0"  # /24; node K is .(K+10)
@@ -286,7 +287,8 @@ class VmProvisioner:
                         name=name,
                         private_ip=private_ip(index),
                         public_ip="127.0.0.1",
-                        ssh_port=port,
+                        ssh_port=port,  # forwarded on 127.0.0.1
+                        private_ssh_port=22,  # sshd's own port, where the other VMs reach it
                         gpus=0,
                         host_key=" ".join(host.public_openssh.split()[:2]),
                         # As on a cloud: the key in the user data is replaced on first contact.
@@ -308,7 +310,7 @@ class VmProvisioner:
                 provider={"pids": pids, "accel": accel, "image": str(image.dir)},
                 host_key_rotation=HostKeyRotation(),  # Debian's sshd and key path, as a cloud's
             )
-            _write(cdir / "known_hosts", known_hosts(info), 0o644)
+            _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
             state.save(info)  # recorded before waiting, so `down` can always find the PIDs
             self._wait_ssh(info, progress)
             return info
@@ -364,13 +366,6 @@ class VmProvisioner:
         return {
             n.name: "running" if _ours(pids.get(n.name, 0), cdir) else "gone" for n in info.nodes
         }
-
-
-def known_hosts(info: ClusterInfo) -> str:
-    """known_hosts lines pinning each VM's host key at its forwarded SSH port on 127.0.0.1."""
-    from gpufleet.remote.knownhosts import host_entry
-
-    return "".join(f"{host_entry(n.public_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes)
 
 
 def free_udp_port() -> int:

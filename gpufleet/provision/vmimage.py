@@ -106,10 +106,6 @@ class BaseImage:
     def initrd(self) -> Path:
         return self.dir / "initrd.img"
 
-    @property
-    def manifest(self) -> dict:
-        return json.loads((self.dir / "manifest.json").read_text())
-
 
 def fstab() -> str:
     """The guest's fstab: the root disk and the host's Python share (absent: boot goes on)."""
@@ -179,7 +175,7 @@ def _du_bytes(root: Path) -> int:
     return int(out.stdout.split()[0])
 
 
-def build(dest: Path, tools: dict[str, str], progress: Progress) -> None:
+def build(dest: Path, tools: dict[str, str]) -> None:
     """debootstrap -> customise -> raw ext4 disk + kernel + initrd, into `dest` (a new folder)."""
     if os.geteuid() != 0:
         raise GpufleetError(
@@ -241,7 +237,7 @@ def ensure_image(progress: Progress) -> BaseImage:
         _remove_build(work)
         work.mkdir()
         try:
-            build(work, tools, progress)
+            build(work, tools)
             seconds = round(time.monotonic() - started, 1)
             manifest = {
                 "suite": SUITE,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import paramiko
 
 from gpufleet.errors import HostKeyMismatch
-from gpufleet.remote.knownhosts import host_entry
+from gpufleet.remote.knownhosts import host_entry, private_port
 
 if TYPE_CHECKING:
     from components.spec import NodeInfo
@@ -40,9 +40,9 @@ def open_socket(node: NodeInfo, via: paramiko.Transport | None, timeout: float) 
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, host_entry(node.public_ip, node.ssh_port)
     chan = via.open_channel(
-        "direct-tcpip", (node.private_ip, node.ssh_port), ("127.0.0.1", 0), timeout=timeout
+        "direct-tcpip", (node.private_ip, private_port(node)), ("127.0.0.1", 0), timeout=timeout
     )
-    return chan, host_entry(node.private_ip, node.ssh_port)
+    return chan, host_entry(node.private_ip, private_port(node))
 
 
 def open_transport(

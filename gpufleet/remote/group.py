@@ -25,7 +25,6 @@ PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel whil
 LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
 FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
 Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
-_RETRYABLE = (OSError, EOFError)
 
 
 def wrap_command(node: NodeInfo, command: str) -> str:
@@ -212,13 +211,6 @@ class Group:
             if t is None or not t.is_active():
                 t = self._connect(node)
             return t
-
-    def _map(self, fn: Callable[[NodeInfo], Any], nodes: list[NodeInfo]) -> dict[str, Any]:
-        futures = {self._pool.submit(fn, n): n.name for n in nodes}
-        out = {}
-        for fut in as_completed(futures):
-            out[futures[fut]] = fut.result()
-        return {n.name: out[n.name] for n in nodes}
 
     def wait_ready(
         self,

@@ -11,43 +11,22 @@ import io
 import shlex
 import subprocess
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.remote.knownhosts import host_entry
+from gpufleet.remote import knownhosts, sshopts
 
 # Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
 HEAD_KEYS = "../.gpufleet-ssh"
 MUX_PERSIST_S = 300
-# AES-GCM first: with AES-NI / ARMv8 crypto it moves bulk data faster than OpenSSH's
-# default first choice, chacha20-poly1305 (~1.8x on this project's build machine).
-CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr"
 
 
 def ssh_options(key: str, known_hosts: str, port: int, host_key_type: str) -> list[str]:
     """OpenSSH options: the cluster key, the pinned host key only, never a prompt."""
-    opts = [
-        "-F",
-        "/dev/null",
-        "-i",
-        key,
-        "-p",
-        str(port),
-    ]
-    for o in (
-        "IdentitiesOnly=yes",
-        "IdentityAgent=none",
-        f"UserKnownHostsFile={known_hosts}",
-        "GlobalKnownHostsFile=/dev/null",
-        "StrictHostKeyChecking=yes",
-        f"HostKeyAlgorithms={host_key_type}",
-        "BatchMode=yes",
-        "ConnectTimeout=20",
-        f"Ciphers={CIPHERS}",
-    ):
-        opts += ["-o", o]
-    return opts
+    options = sshopts.pinned(known_hosts, host_key_type) + sshopts.TRANSPORT
+    return ["-F", "/dev/null", "-i", key, "-p", str(port), *sshopts.as_args(options)]
 
 
 def mux_options(control_path: str | None, master: bool = True) -> list[str]:
@@ -92,14 +71,15 @@ def in_workdir(node: Any, script: str) -> str:
 
 def head_known_hosts(info: Any) -> str:
     """The workers' pinned host keys at the addresses the head reaches them by (private)."""
-    return "".join(f"{host_entry(n.private_ip, n.ssh_port)} {n.host_key}\n" for n in info.nodes[1:])
+    return knownhosts.render(info.nodes[1:], public=False)
 
 
 def worker_rows(info: Any) -> list[str]:
     rows = []
     for n in info.nodes[1:]:
         wd = n.workdir.rstrip("/") or "."
-        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {n.ssh_port} {wd} {key_type(n)}")
+        port = knownhosts.private_port(n)
+        rows.append(f"{n.name} {info.ssh_user}@{n.private_ip} {port} {wd} {key_type(n)}")
     return rows
 
 
@@ -108,11 +88,9 @@ def worker_rows(info: Any) -> list[str]:
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
     'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
-    'RSH="ssh -F /dev/null -i $K/id_ed25519 -o IdentitiesOnly=yes -o IdentityAgent=none '
-    "-o UserKnownHostsFile=$K/known_hosts -o GlobalKnownHostsFile=/dev/null "
-    "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=20 "
-    f"-o Ciphers={CIPHERS} "
-    f'-o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
+    'RSH="ssh -F /dev/null -i $K/id_ed25519 '
+    + " ".join(sshopts.as_args(sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT))
+    + f' -o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
     "export K CP RSH",
 ]
 
@@ -175,31 +153,51 @@ def stop_mux(info: Any) -> None:
     )
 
 
-def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
-    node = info.nodes[0]
-    return subprocess.Popen(
-        [*head_ssh_argv(info, control), in_workdir(node, script)],
+def popen(argv: list[str], stdin: bool = False) -> Any:
+    """Start `argv`, stdout piped, stderr spooled to an unnamed temp file (read by
+    stderr_text once stdout is done): a stderr pipe read only at the end would fill at
+    64 KB and stall the writer before its stdout ends."""
+    err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stderr_text)
+    proc = subprocess.Popen(
+        argv,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=err,
     )
+    proc.stderr = err
+    return proc
+
+
+def stderr_text(proc: Any) -> str:
+    """What a popen() process wrote to stderr (call after its stdout ended)."""
+    proc.wait()
+    proc.stderr.seek(0)
+    text = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    return text
+
+
+def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
+    node = info.nodes[0]
+    return popen([*head_ssh_argv(info, control), in_workdir(node, script)], stdin=stdin)
 
 
 def finish(proc: Any) -> tuple[int, str]:
     """Wait for a head command that prints little: (exit code, stderr)."""
     proc.stdout.read()
-    err = proc.stderr.read().decode(errors="replace")
-    return proc.wait(timeout=120), err
+    code = proc.wait(timeout=120)
+    return code, stderr_text(proc)
 
 
-def start_prepare(info: Any, control: str | None) -> Any:
+def start_prepare(info: Any, control: str | None, script: str | None = None) -> Any:
     """Hand the head its keys (and warm its worker connections); finish() it later.
 
-    Exit code 99: the head has no rsync.
+    Exit code 99: the head has no rsync. `script`: what the head runs instead of
+    prepare_script(info), reading the keys' tar from stdin first.
     """
     import contextlib
 
-    proc = head_run(info, control, prepare_script(info), stdin=True)
+    proc = head_run(info, control, prepare_script(info) if script is None else script, stdin=True)
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(private_tar(head_files(info)))
     proc.stdin.close()

@@ -89,17 +89,17 @@ def _send(s: socket.socket, obj: Any) -> None:
 def request(
     name: str,
     command: str,
-    nodes: list[str] | None,
+    nodes: list[str],
     timeout: float | None,
     stream: Any,
 ) -> dict[str, HostResult] | None:
-    """Run through the holder: node -> HostResult, or None when no holder answers."""
+    """Run on `nodes` through the holder: node -> HostResult, or None when no holder answers."""
     s = _connect(name)
     if s is None:
         return None
     with s:
         try:
-            _send(s, {"cmd": command, "nodes": nodes or [], "timeout": timeout})
+            _send(s, {"cmd": command, "nodes": nodes, "timeout": timeout})
         except OSError:
             return None
         f = s.makefile("rb")
@@ -117,10 +117,7 @@ def request(
         if not started:
             return None  # it went away before taking the request: connect afresh
         now = time.time()
-        return {
-            n: HostResult(n, None, "", "", "connection holder exited", now, now)
-            for n in (nodes or [])
-        } or {"node-0": HostResult("node-0", None, "", "", "connection holder exited", now, now)}
+        return {n: HostResult(n, None, "", "", "connection holder exited", now, now) for n in nodes}
 
 
 def _error(text: str) -> Exception:

@@ -12,6 +12,11 @@ def host_entry(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
+def private_port(node: Any) -> int:
+    """sshd's port at the node's private address (a recorded view may predate the field)."""
+    return getattr(node, "private_ssh_port", None) or node.ssh_port
+
+
 def load(path: str | Path) -> dict[str, dict[str, set[str]]]:
     """host pattern -> {key type: base64 keys}; plain (unhashed) entries, as gpufleet writes.
 
@@ -29,15 +34,20 @@ def load(path: str | Path) -> dict[str, dict[str, set[str]]]:
     return table
 
 
-def render(nodes: Iterable[Any], extra: dict[str, str] | None = None) -> str:
+def render(
+    nodes: Iterable[Any], extra: dict[str, str] | None = None, *, public: bool = True
+) -> str:
     """Lines pinning each node's host key (and `extra[name]`, a second key) at every address
-    it is reached by: its public one, and its private one (through the head, hostfiles)."""
+    it is reached by: its public one (unless public=False), and its private one (through the
+    head, hostfiles), each with the port sshd answers on there."""
     extra = extra or {}
     lines = []
     for n in nodes:
         keys = dict.fromkeys(k for k in (n.host_key, extra.get(n.name)) if k)
-        for addr in dict.fromkeys(a for a in (n.public_ip, n.private_ip) if a):
-            lines += [f"{host_entry(addr, n.ssh_port)} {k}" for k in keys]
+        at = [(n.public_ip, n.ssh_port)] if public else []
+        at.append((n.private_ip, private_port(n)))
+        hosts = dict.fromkeys(host_entry(a, port) for a, port in at if a)
+        lines += [f"{h} {k}" for h in hosts for k in keys]
     return "\n".join(lines) + "\n"
 
 

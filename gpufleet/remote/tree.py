@@ -8,7 +8,6 @@ fan-out on the head but not commands already started on workers.
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import time
 from typing import Any
@@ -105,16 +104,12 @@ def run_tree(
     # One round trip: the head gets its keys on stdin, then runs the fan-out.
     script = relay.prepare_script(info, warm=False, require_rsync=False)
     script += tree_script(info, command, names)
-    proc = relay.head_run(info, control, script, stdin=True)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    with contextlib.suppress(BrokenPipeError):
-        proc.stdin.write(relay.private_tar(relay.head_files(info)))
-    proc.stdin.close()
+    proc = relay.start_prepare(info, control, script)
     collect = _Collector(stream)
     # The stream carries stdout only: a line may have been split on a chunk edge otherwise.
     for raw in proc.stdout:
         collect.feed(raw.decode(errors="replace").rstrip("\n"))
-    err = proc.stderr.read().decode(errors="replace")
+    err = relay.stderr_text(proc)
     if proc.wait() != 0 and not collect.codes:
         raise GpufleetError(f"tree exec on {info.nodes[0].name} failed: {err.strip()[-500:]}")
     return collect.results(names)

@@ -14,7 +14,7 @@ def plan(stack: str, **overrides: Any) -> Plan:
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
-        spec = spec.model_copy(update=overrides)
+        spec = spec.with_(**overrides)
     return evaluate(
         lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
         config=stackconfig.pulumi_config(config),

@@ -6,7 +6,10 @@ What the clouds do with a changed input is what makes these tests matter:
   `launch_template` is ForceNew) - every node replaced;
 - Azure: `osProfile.customData` cannot be changed on an existing VM ("Changing property
   'customData' is not allowed", learn.microsoft.com/azure/virtual-machines/custom-data);
-- GCP: metadata and labels are rewritten in place, and a changed boot disk forces a new VM.
+- GCP: metadata and labels are rewritten in place on a running VM (Compute API
+  instances.setMetadata and instances.setLabels), and a changed boot disk forces a new VM
+  (terraform-provider-google, google/services/compute/resource_compute_instance.go:
+  `boot_disk` and its `initialize_params.image` are ForceNew).
 So two plans of one unchanged stack must be identical whatever the clock says, and a plan with one
 node more must leave the first nodes' inputs untouched (issue 7, items 2 and 7).
 """
@@ -31,7 +34,7 @@ def plan_at(stack: str, now: float, monkeypatch: pytest.MonkeyPatch, **overrides
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
-        spec = spec.model_copy(update=overrides)
+        spec = spec.with_(**overrides)
     return evaluate(
         lambda: stackconfig.exports(stackconfig.build(spec)),
         config=stackconfig.pulumi_config(config),
@@ -70,7 +73,13 @@ def test_one_node_more_leaves_the_first_nodes_inputs_unchanged(stack, monkeypatc
 
 
 def test_a_changed_ttl_is_the_only_thing_that_moves_the_expiry(monkeypatch):
-    """The expiry lives in the stack's state: only a new ttl_minutes updates it."""
+    """The expiry lives in the stack's state. Pulumi runs a dynamic provider's create once and
+    keeps its outputs in state; on a later `up` it calls diff(old outputs, new inputs), and a
+    result with changes and no replaces means an in-place update, no changes means the old
+    outputs stay (pulumi.dynamic DiffResult: "changes ... suggests an update", "replaces: if
+    this update requires a replacement"; pulumi.com/docs/iac/concepts/resources/
+    dynamic-providers). So a re-apply two hours later must report no change, and only a new
+    ttl_minutes may report one, as an update from the original creation time."""
     from components.expiry import _ExpiryProvider
 
     provider = _ExpiryProvider()

@@ -151,3 +151,15 @@ def test_expires_at_is_epoch_seconds():
     with pytest.raises(SpecError) as e:
         spec(**AWS, expires_at=0)
     assert e.value.field == "expires_at"
+
+
+def test_with_validates_the_changed_spec_again_cloud_rules_included():
+    spec = ClusterSpec.from_input(
+        {"name": "c", "cloud": "aws", "instance_type": "p4d.24xlarge", "zones": ["a", "b"]}
+    )
+    assert spec.with_(ssh_cidrs=["203.0.113.7/32"]).ssh_cidrs == ["203.0.113.7/32"]
+    assert spec.with_(zone="b", zones=["b"]).zone == "b"
+    with pytest.raises(SpecError, match="nodes"):
+        spec.with_(nodes=0)
+    with pytest.raises(SpecError, match="too wide"):  # components/aws/rules.py
+        spec.with_(ssh_cidrs=["0.0.0.0/0"])

@@ -160,6 +160,19 @@ def test_every_rank_asks_for_efa_device_rdma_only_where_the_type_has_it(instance
     assert (env.get("FI_EFA_USE_DEVICE_RDMA") == "1") == rdma
 
 
+def test_every_rank_on_an_azure_nd_size_gets_the_images_topology_file():
+    """Azure's ubuntu-hpc image ships one NCCL topology file per ND size and points NCCL at
+    it through /etc/nccl.conf (azhpc-images customizations/ndv4.sh, ndv5.sh); a rank that
+    does not read that file (a container, a custom image) needs NCCL_TOPO_FILE itself, or
+    NCCL mis-pairs GPUs and HCAs. The catalog names the file per size."""
+    for size, topo in (
+        ("Standard_ND96asr_v4", "/opt/microsoft/ndv4/topo.xml"),
+        ("Standard_ND96isr_H100_v5", "/opt/microsoft/ndv5/topo.xml"),
+    ):
+        info = cluster("infiniband", cloud="azure").model_copy(update={"instance_type": size})
+        assert launch.rank_env(info, 1, OPTS)["NCCL_TOPO_FILE"] == topo
+
+
 def test_user_env_wins_over_fabric_defaults():
     opts = LaunchOptions(**{**OPTS.__dict__, "env": {"NCCL_DEBUG": "INFO"}})
     assert launch.rank_env(cluster("efa"), 0, opts)["NCCL_DEBUG"] == "INFO"

@@ -115,3 +115,25 @@ def test_internal_config_goes_node_to_node_without_a_jump():
     """Launchers on the head (mpirun, pdsh) reach workers directly at their private address."""
     text = sshconfig.render(info(public_workers=False), internal=True)
     assert "ProxyJump" not in text and "HostName 10.0.0.11" in text
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="OpenSSH client not installed")
+def test_vm_internal_config_uses_the_private_sshd_port(tmp_path):
+    """The nodes' own config (mpirun, pdsh on the head) reaches a VM worker at its private
+    address on sshd's port there (22), not the port forwarded on this machine."""
+    from tests.gpufleet.remote.test_head import _vm_info
+
+    cfg = tmp_path / "cfg"
+    cfg.write_text(sshconfig.render(_vm_info(), internal=True))
+    out = subprocess.run(
+        ["ssh", "-G", "-F", str(cfg), "v-node-1"], capture_output=True, text=True, check=True
+    ).stdout
+    got = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert (got["hostname"], got["port"]) == ("10.77.0.11", "22")
+    outside = tmp_path / "outside"
+    outside.write_text(sshconfig.render(_vm_info()))
+    out = subprocess.run(
+        ["ssh", "-G", "-F", str(outside), "v-node-1"], capture_output=True, text=True, check=True
+    ).stdout
+    got = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert (got["hostname"], got["port"]) == ("127.0.0.1", "40101")

@@ -26,6 +26,16 @@ def test_plain_directory_uses_gitignore(tmp_path):
     assert sync.job_files(tmp_path) == [".gitignore", "data/x.csv", "train.py"]
 
 
+def test_plain_directory_reads_gitignore_as_git_does(tmp_path):
+    """Without git the walk matches like .gitignore: `dir/` only folders, `/x` and `a/b` from
+    the root only, a bare name at any depth."""
+    (tmp_path / ".gitignore").write_text("cache/\n/top.txt\nsrc/gen\n")
+    for rel in ("cache", "sub/cache/x", "top.txt", "sub/top.txt", "src/gen/g.py", "lib/src/gen"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    assert sync.job_files(tmp_path) == [".gitignore", "cache", "lib/src/gen", "sub/top.txt"]
+
+
 def test_git_directory_uses_git(tmp_path):
     _tree(tmp_path)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

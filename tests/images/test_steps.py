@@ -583,21 +583,14 @@ def test_a_node_whose_recipe_fails_still_expires(p4d):
     write_files (init stage) and enables the timer in runcmd (final stage) before the recipe
     service (cloud-init docs, "Module reference: Write Files, Runcmd"; stage order in
     /etc/cloud/cloud.cfg): the timer exists whatever the recipe does."""
-    for name in ("gpufleet-ttl.timer", "gpufleet-ttl.service"):
-        (p4d.root / "etc/systemd/system" / name).unlink()
-    (p4d.root / "usr/local/sbin/gpufleet-expire").unlink()
-    files = cloud_init_files("aws", "p4d.24xlarge")  # what a fresh node gets before any step
-    for path in ("/etc/systemd/system/gpufleet-ttl.timer", "/usr/local/sbin/gpufleet-expire"):
-        p4d.put(path.lstrip("/"), files[path]).chmod(0o755)
+    # make_node wrote cloud-init's write_files (timer, service, script): what a fresh node has
+    # before any step runs.
     p4d.set_env(GPUFLEET_FABRIC="infiniband", GPUFLEET_EXPIRES_AT="1000")  # step 40 fails
     r = p4d.run("run-steps.sh")
     assert r.returncode == 1 and "step 40-fabric failed" in r.stderr
     assert "60-ttl" not in (p4d.root / "var/log/gpufleet/steps.log").read_text()
-    expire = subprocess.run(
-        ["bash", str(p4d.root / "usr/local/sbin/gpufleet-expire")],
-        env=p4d.env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert expire.returncode == 0 and p4d.recorded().endswith("systemctl poweroff\n")
+    r = expire(p4d)
+    assert r.returncode == 0 and p4d.recorded().endswith("systemctl poweroff\n")
 
 
 def test_cloud_init_enables_the_expiry_timer_before_it_starts_the_recipe():
@@ -640,12 +633,6 @@ def test_bake_builds_no_expiry_timer_into_the_image(tmp_path):
     assert not [c for c in doc["runcmd"] if "gpufleet-ttl.timer" in c]
 
 
-@pytest.fixture
-def expire_script(tmp_path) -> tuple[Node, Path]:
-    node = prebake(make_node(tmp_path, "azure", "Standard_ND96asr_v4"))
-    return node, node.root / "usr/local/sbin/gpufleet-expire"
-
-
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_expire_script_is_shellcheck_clean():
     script = ROOT / "images" / "ttl" / "gpufleet-expire"
@@ -654,6 +641,7 @@ def test_expire_script_is_shellcheck_clean():
 
 
 def expire(node: Node) -> subprocess.CompletedProcess:
+    """Run the node's expiry script (cloud-init wrote it) as its timer would."""
     script = node.root / "usr/local/sbin/gpufleet-expire"
     return subprocess.run(["bash", str(script)], env=node.env, capture_output=True, text=True)
 
@@ -678,8 +666,17 @@ def test_node_goes_at_the_earlier_of_hard_expiry_and_lease(p4d, hard, lease, rem
     assert p4d.recorded() == ("systemctl poweroff\n" if removed else "")
 
 
-def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(expire_script):
-    node, script = expire_script
+def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(tmp_path):
+    """An Azure VM shut down from inside is "Stopped", and "virtual machines in the stopped
+    state still incur compute charges"; only Deallocated or deleted stops them (Azure VM
+    power states table, learn.microsoft.com/azure/virtual-machines/states-billing). So the
+    node deletes itself: IMDS hands a VM a token for its managed identity, a user-assigned one
+    picked by client_id, from GET http://169.254.169.254/metadata/identity/oauth2/token?
+    api-version=2018-02-01&resource=https://management.azure.com/ with header Metadata: true
+    (learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token,
+    "Get a token using HTTP"), and that token authorizes ARM's Virtual Machines - Delete.
+    If the DELETE fails the node still powers off, and shows as Stopped for `gpufleet down`."""
+    node = prebake(make_node(tmp_path, "azure", "Standard_ND96asr_v4"))
     node.set_env(AZURE_CLIENT_ID="cid", AZURE_SUBSCRIPTION_ID="sub", AZURE_RESOURCE_GROUP="rg")
     node.set_env(GPUFLEET_EXPIRES_AT="1000")
     (node.bin / "jq").write_text("#!/bin/sh\necho token\n")
@@ -688,11 +685,14 @@ def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(ex
         f'#!/bin/sh\necho "curl $*" >> {node.calls}\ncase "$*" in *DELETE*) exit 22 ;; esac\n'
         "echo vm-0\n"
     )
-    r = subprocess.run(["bash", str(script)], env=node.env, capture_output=True, text=True)
+    r = expire(node)
     assert r.returncode == 0, r.stderr
     calls = node.recorded()
     assert "-X DELETE" in calls and "/subscriptions/sub/resourceGroups/rg/" in calls
     assert "virtualMachines/vm-0?" in calls and "client_id=cid" in calls
+    assert "169.254.169.254/metadata/identity/oauth2/token?" in calls
+    assert "resource=https://management.azure.com/" in calls and "Metadata:true" in calls
+    assert "Authorization: Bearer token" in calls
     assert calls.rstrip().endswith("systemctl poweroff")
     assert "powering off" in r.stderr
 

@@ -56,15 +56,16 @@ def _wait(cond, timeout: float) -> bool:
     return cond()
 
 
-def test_watchdog_tears_down_at_expiry(gpufleet_home, monkeypatch):
+def test_watchdog_tears_down_at_expiry(gpufleet_home):
     """The hard expiry: the watchdog removes nodes, record and itself; extend moves it."""
     info = LocalProvisioner().up(ClusterSpec.from_input({"name": "w", "nodes": 2}), lambda m: None)
     try:
         dog = info.provider["watchdog"]
         assert "watchdog" in _cmdline(dog)
         cdir = state.cluster_dir("w")
-        # the watchdog reads the hard expiry from the cluster folder (what `extend` moves)
-        (cdir / "expires_at").write_text(f"{time.time():.0f}\n")
+        # the watchdog reads the hard expiry (hours away) from the cluster folder
+        assert float((cdir / "expires_at").read_text()) > time.time() + 3600
+        LocalProvisioner().extend(info, time.time())  # moved to now
         assert _wait(lambda: not state.exists("w"), 30)
         assert not sshd_of(gpufleet_home, "w") and not leftovers("w")
         assert _wait(lambda: "watchdog" not in _cmdline(dog), 10)

@@ -52,29 +52,13 @@ def qemu_pids(cluster_dir: Path) -> list[int]:
 
 
 def ssh_argv(info: ClusterInfo, node: int, known_hosts: str, *command: str) -> list[str]:
-    """Plain OpenSSH with StrictHostKeyChecking=yes against `known_hosts`."""
+    """Plain OpenSSH with gpufleet's pinned options (StrictHostKeyChecking=yes) against
+    `known_hosts`."""
+    from gpufleet.remote.head import key_type, ssh_options
+
     n = info.nodes[node]
-    return [
-        "ssh",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        f"UserKnownHostsFile={known_hosts}",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=20",
-        "-i",
-        info.ssh_key_path,
-        "-p",
-        str(n.ssh_port),
-        f"{info.ssh_user}@{n.public_ip}",
-        *command,
-    ]
+    opts = ssh_options(info.ssh_key_path, known_hosts, n.ssh_port, key_type(n))
+    return ["ssh", *opts, f"{info.ssh_user}@{n.public_ip}", *command]
 
 
 def ssh(info: ClusterInfo, node: int, *command: str, timeout: float = 120):

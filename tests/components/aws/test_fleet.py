@@ -85,11 +85,15 @@ EIP = "aws:ec2/eip:Eip"
 
 
 def test_only_the_head_gets_an_elastic_ip_so_six_p4d_nodes_fit_the_eip_quota():
-    """AWS gives an instance launched with several network interfaces no public IPv4, and a
-    Region allows 5 Elastic IPs by default ("Elastic IP addresses per Region: 5", Amazon VPC
-    quotas, https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html): one EIP
-    per p4d node made a 6-node cluster fail with AddressLimitExceeded. Only the head (and
-    the NAT gateway) take one, whatever the size."""
+    """AWS gives an instance launched with several network interfaces no public IPv4 (EC2 API
+    reference, InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress: "can only be
+    assigned to a network interface for eth0 ... You cannot specify more than one network
+    interface in the request", docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    API_InstanceNetworkInterfaceSpecification.html), and a Region allows 5 Elastic IPs by
+    default ("Elastic IP addresses per Region: 5", Amazon VPC quotas, https://docs.aws.amazon.com/
+    vpc/latest/userguide/amazon-vpc-limits.html): one EIP per p4d node made a 6-node cluster
+    fail with AddressLimitExceeded. Only the head (and the NAT gateway) take one, whatever the
+    size."""
     p = plan("aws-p4d", nodes=6)
     eips = p.of_type(EIP)
     assert sorted(e.name for e in eips) == ["aws-p4d-nat-eip", "aws-p4d-node-0-eip"]
@@ -139,15 +143,35 @@ def test_workers_reach_the_internet_through_nat_and_the_head_answers_through_the
 
 
 def test_public_workers_gives_every_node_an_eip_and_needs_no_nat():
+    """With public_workers every node must be reachable and reach out by itself. A multi-NIC
+    launch gets no public IPv4, which goes to eth0 only (EC2 API reference,
+    API_InstanceNetworkInterfaceSpecification.html, AssociatePublicIpAddress), so each node's
+    Elastic IP goes on its primary interface; an instance with a public address needs no NAT
+    device, which is for instances without one (NAT gateways, https://docs.aws.amazon.com/vpc/
+    latest/userguide/vpc-nat-gateway.html), so the subnet routes 0.0.0.0/0 to the internet
+    gateway; and a security group admits only what its rules list (security-group-rules.html),
+    so the SSH-from-CIDRs group is on every node's primary interface."""
     p = plan("aws-p4d", public_workers=True)
-    assert sorted(e.name for e in p.of_type(EIP)) == ["aws-p4d-node-0-eip", "aws-p4d-node-1-eip"]
+    nodes = p.outputs["nodes"]
+    eips = {e.name: e for e in p.of_type(EIP)}
+    assert sorted(eips) == [f"aws-p4d-node-{i}-eip" for i in range(len(nodes))]
+    for i, n in enumerate(nodes):  # the mock gives instance i primary interface eni-0000000i
+        assert eips[f"aws-p4d-node-{i}-eip"].inputs["networkInterface"] == f"eni-{i:08d}"
+        assert n["public_ip"]
     assert not p.of_type("aws:ec2/natGateway:NatGateway")
-    assert all(n["public_ip"] for n in p.outputs["nodes"])
+    routes = named(p, "aws:ec2/routeTable:RouteTable", "aws-p4d-routes").inputs["routes"]
+    assert routes == [{"cidrBlock": "0.0.0.0/0", "gatewayId": "aws-p4d-igw-id"}]
     for lt in p.of_type(LT):
         assert "aws-p4d-ssh-id" in lt.inputs["networkInterfaces"][0]["securityGroups"]
 
 
 def test_security_group_self_ingress_and_egress_all_protocols(p4d):
+    """EFA's OS bypass works only if the EFA is in a security group that allows all inbound AND
+    all outbound traffic to and from the group itself (EC2 user guide, create-efa.html
+    "Considerations", pointing to efa-start.html#efa-start-security "Step 1: Prepare an
+    EFA-enabled security group"; AWS PCS's EFA group adds both an ingress and an egress rule,
+    protocol -1, source the group: pcs/latest/userguide/working-with_networking_efa_create-sg.html).
+    The ingress self rule alone is not enough."""
     sg = named(p4d, SG, "aws-p4d-sg")
     self_in = [r for r in sg.inputs["ingress"] if r.get("self")]
     self_out = [r for r in sg.inputs["egress"] if r.get("self")]
@@ -166,6 +190,12 @@ def test_ssh_is_only_open_to_the_stack_cidrs(p4d):
 
 
 def test_imdsv2_encrypted_gp3_root_and_shutdown_terminates(p4d):
+    """An EBS-backed instance shut down from its OS (shutdown, poweroff; not halt) stops by
+    default and terminates only when its InstanceInitiatedShutdownBehavior is terminate; the
+    attribute applies to OS-initiated shutdowns only, not to StopInstances (EC2 user guide,
+    "Change instance initiated shutdown behavior", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    Using_ChangingInstanceInitiatedShutdownBehavior.html). The node's expiry timer powers off,
+    so every template must say terminate or an expired node stays, stopped, with its volume."""
     for lt in p4d.of_type(LT):
         assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
         (root,) = lt.inputs["blockDeviceMappings"]
@@ -278,11 +308,6 @@ def spec_error(fn) -> SpecError | None:
     return err
 
 
-def test_spec_region_must_agree_with_the_stacks_aws_region():
-    err = spec_error(lambda: plan("aws-p4d", region="eu-west-1"))
-    assert isinstance(err, SpecError) and err.field == "region"
-
-
 def test_ssh_from_ipv6_cidrs_goes_in_the_ipv6_field():
     p = plan("aws-p4d", ssh_cidrs=["203.0.113.7/32", "2001:db8::/64"])
     (ssh,) = named(p, SG, "aws-p4d-ssh").inputs["ingress"]
@@ -388,3 +413,51 @@ def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it
         assert target["capacityReservationId"] == "cr-0123456789abcdef0"
         assert "placement" not in lt.inputs
     assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1a"
+
+
+def test_a_reservation_made_in_a_cluster_placement_group_is_launched_into_that_group():
+    """EC2 launches into a reservation only when the instance's placement group matches the
+    one the reservation was made in (EC2 user guide, capacity-reservations-launch: "For
+    Placement group, select the cluster placement group in which to launch the instance";
+    "Capacity Reservations for cluster placement groups"). gpufleet cannot create that
+    group (it must exist before the reservation), so the spec names it."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", placement_group="g1")
+    assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
+    for lt in p.of_type(LT):
+        assert lt.inputs["placement"] == {"groupName": "g1"}
+        assert "instanceMarketOptions" not in lt.inputs  # an ODCR is on-demand capacity
+
+
+def test_a_capacity_block_is_launched_with_the_capacity_block_market_type():
+    """A Capacity Block for ML is used by launching with purchasing option "Capacity Blocks"
+    and its reservation id (EC2 user guide, capacity-blocks-launch.html), i.e. the launch
+    template's InstanceMarketOptions.MarketType `capacity-block` (EC2 API reference,
+    LaunchTemplateInstanceMarketOptions: valid values spot | capacity-block); without it the
+    launch is an on-demand one that does not use the block."""
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", capacity_block=True)
+    for lt in p.of_type(LT):
+        assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
+        target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+        assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"placement_group": "g1"}, "placement_group"),  # no reservation to qualify
+        ({"capacity_block": True}, "capacity_block"),
+        (
+            {"reservation": "cr-0123456789abcdef0", "placement_group": "has space"},
+            "placement_group",
+        ),
+        (
+            {"cloud": "gcp", "instance_type": "a2-highgpu-8g", "capacity_block": True},
+            "capacity_block",
+        ),
+    ],
+)
+def test_reservation_options_are_refused_where_they_mean_nothing(fields, field):
+    data = {"name": "c", "cloud": "aws", "instance_type": "p5.48xlarge", "zone": "us-east-1a"}
+    with pytest.raises(SpecError) as e:
+        ClusterSpec.from_input({**data, **fields})
+    assert e.value.field == field

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 
 import pytest
 
@@ -107,16 +108,30 @@ def test_workers_reach_the_internet_through_a_nat_gateway(nd):
 
 
 def test_public_workers_gives_every_nic_a_public_ip_and_needs_no_nat():
+    """A VM with a public IP explicitly associated with it has explicit outbound
+    connectivity, as a NAT gateway would give it (default outbound access, "Examples of
+    explicit outbound connectivity": https://learn.microsoft.com/azure/virtual-network/
+    ip-services/default-outbound-access), so with a public IP on every NIC no NAT gateway is
+    needed; an NSG rule whose destination is an application security group applies only to
+    the NICs in it (application-security-groups), so every NIC joins the SSH group."""
     p = plan("azure-nd-a100", public_workers=True)
-    assert len(p.of_type("azure-native:network:PublicIPAddress")) == 2
     assert not p.of_type("azure-native:network:NatGateway")
+    pips = {f"{ip.name}-id" for ip in p.of_type("azure-native:network:PublicIPAddress")}
+    (rule,) = p.one("azure-native:network:NetworkSecurityGroup").inputs["securityRules"]
+    for nic in p.of_type("azure-native:network:NetworkInterface"):
+        (cfg, *_) = nic.inputs["ipConfigurations"]
+        assert cfg["publicIPAddress"]["id"] in pips
+        assert cfg["applicationSecurityGroups"] == rule["destinationApplicationSecurityGroups"]
     assert all(n["public_ip"] for n in p.outputs["nodes"])
 
 
 def test_hpc_image_pinned_and_custom_data(nd):
     """A marketplace image "latest" moves: microsoft-dsvm:ubuntu-hpc:2204 changes its NVIDIA
     driver branch between versions (azhpc-images versions.json per release), and the recipe
-    replaces a driver off the version set's branch, so the image version is pinned."""
+    replaces a driver off the version set's branch, so the image version is pinned. ARM takes
+    an image version as "Major.Minor.Build" (decimal numbers) or "latest", which it resolves
+    at deploy time (ImageReference.version, Azure Compute API reference): only the first is a
+    pin."""
     for vm in nd.of_type(VM):
         ref = vm.inputs["storageProfile"]["imageReference"]
         assert (ref["publisher"], ref["offer"], ref["sku"]) == (
@@ -124,10 +139,34 @@ def test_hpc_image_pinned_and_custom_data(nd):
             "ubuntu-hpc",
             "2204",
         )
-        assert ref["version"] != "latest" and ref["version"].startswith("22.04.")
+        assert re.fullmatch(r"\d+\.\d+\.\d+", ref["version"]), ref["version"]
         text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
         assert text.startswith("#cloud-config")
         assert "priority" not in vm.inputs
+
+
+def test_the_pinned_host_key_is_written_once_per_instance_so_a_reboot_keeps_it(nd):
+    """Who writes /etc/ssh/ssh_host_* on Azure: waagent picks its provisioning agent with
+    Provisioning.Agent (default "auto": it detects cloud-init and leaves provisioning to it), and
+    its own host-key regeneration happens "during the provisioning process" only
+    (Azure/WALinuxAgent README, Provisioning.Agent, Provisioning.RegenerateSshHostKeyPair).
+    cloud-init's ssh module deletes the image's host keys (ssh_deletekeys) and writes ssh_keys
+    with "frequency": PER_INSTANCE (canonical/cloud-init cloudinit/config/cc_ssh.py), i.e. once
+    per instance-id, which a reboot keeps. So the key gpufleet pins (and rotates over, on first
+    contact) survives a reboot as long as the user data hands it over through ssh_keys alone:
+    nothing per boot (bootcmd) and no other writer of the host key files."""
+    import yaml
+
+    keys = {n["name"]: n["host_key"] for n in nd.outputs["nodes"]}
+    for vm in nd.of_type(VM):
+        doc = yaml.safe_load(base64.b64decode(vm.inputs["osProfile"]["customData"]))
+        node = "node-" + vm.name.rsplit("-", 1)[1]
+        assert doc["ssh_deletekeys"] is True
+        assert doc["ssh_keys"]["ed25519_public"].split()[:2] == keys[node].split()[:2]
+        assert doc["ssh_keys"]["ed25519_private"].startswith("-----BEGIN")
+        assert "bootcmd" not in doc
+        assert not [f for f in doc.get("write_files", []) if "/etc/ssh/" in f["path"]]
+        assert not [c for c in doc.get("runcmd", []) if "ssh_host_" in str(c)]
 
 
 def test_each_node_may_delete_only_itself(nd):

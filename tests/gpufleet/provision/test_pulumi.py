@@ -68,6 +68,44 @@ def test_backend_defaults_to_a_file_backend_under_gpufleet_home(gpufleet_home, m
     assert pp.backend_url("gs://other") == "gs://other"
 
 
+def test_asking_whether_stacks_exist_creates_no_backend_folder(gpufleet_home, monkeypatch):
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    assert not pp.may_hold_stacks()
+    assert not (gpufleet_home / "pulumi").exists()
+
+
+def test_list_stacks_asks_for_every_stack_s_outputs_at_once(monkeypatch):
+    """LocalWorkspace.stack_outputs runs `pulumi stack output` twice per stack (pulumi's
+    automation/_local_workspace.py); a sweep of many stacks asks for them concurrently.
+    Each fake call waits at a barrier only concurrent callers can pass."""
+    import threading
+    from types import SimpleNamespace
+
+    names = ["a", "b", "c"]
+    barrier = threading.Barrier(len(names), timeout=60)
+
+    class Workspace:
+        def list_stacks(self):
+            return [SimpleNamespace(name=f"org/gpufleet/{n}") for n in names]
+
+        def stack_outputs(self, name):
+            barrier.wait()
+            return {
+                "cluster_name": SimpleNamespace(value=f"c-{name}"),
+                "expires_at": SimpleNamespace(value=100.0),
+            }
+
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
+    monkeypatch.setattr(pp, "_workspace", lambda _b: Workspace())
+    got = pp.list_stacks()
+    assert [(r.stack, r.cluster, r.expires_at) for r in got] == [
+        ("a", "c-a", 100.0),
+        ("b", "c-b", 100.0),
+        ("c", "c-c", 100.0),
+    ]
+
+
 def test_generated_passphrase_is_private_and_stable(gpufleet_home, monkeypatch):
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
     first = pp.passphrase()
@@ -214,6 +252,16 @@ def test_a_zone_without_capacity_is_left_for_the_next_one(gpufleet_home, monkeyp
     ],
 )
 def test_no_capacity_anywhere_is_named_plainly_with_what_to_try(gpufleet_home, monkeypatch, text):
+    """The three clouds' words for "no machines of this type free in this zone now":
+    EC2 InsufficientInstanceCapacity, when AWS does not currently have enough On-Demand
+    capacity for the request (aws.amazon.com/premiumsupport/knowledge-center/
+    ec2-insufficient-capacity-errors; code listed in EC2 API reference errors-overview.html);
+    GCE ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS], "does not have enough resources available
+    to fulfill the request" (cloud.google.com/compute/docs/troubleshooting/
+    troubleshooting-resource-availability); Azure AllocationFailed or ZonalAllocationFailed,
+    "Allocation failed. We do not have sufficient capacity for the requested VM size"
+    (learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/allocation-failure). None
+    is a quota error, so the advice is other zones, spot or a reservation, not a quota raise."""
     s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
     outcomes = {z: Exception("error: " + text) for z in s.zones}
     calls, err = run_up(monkeypatch, s, outcomes)
@@ -224,6 +272,10 @@ def test_no_capacity_anywhere_is_named_plainly_with_what_to_try(gpufleet_home, m
 
 
 def test_other_failures_are_not_retried_in_another_zone(gpufleet_home, monkeypatch):
+    """EC2 answers Client.UnauthorizedOperation when the caller's IAM policy does not grant the
+    action (EC2 API reference, query-api-troubleshooting.html "Unauthorized operation"): that
+    holds in every zone of the account. Only capacity errors, which are per zone (see above),
+    are worth another zone, so anything else stops after the first attempt is cleaned up."""
     s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
     boom = Exception("UnauthorizedOperation: You are not authorized to perform this operation")
     calls, err = run_up(monkeypatch, s, {"us-east-1a": boom, "us-east-1b": boom})
