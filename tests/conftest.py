@@ -41,7 +41,7 @@ def stop_everything_under(home: Path) -> None:
             holder.stop(cdir.name)
         with contextlib.suppress(Exception):
             head.stop_mux(state.load(cdir.name))  # as `down` does; a damaged record: below
-        local.stop_by_folder(cdir.name, {})  # sshds, watchdog, QEMU, sessions, mux by folder
+        local.stop_by_folder(cdir.name)  # sshds, watchdog, QEMU, sessions, mux by folder
     local.terminate(local.stray_processes())  # of folders already removed
 
 
