@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
@@ -31,7 +32,7 @@ class Estimate:
     region: str | None
     spot: bool
     ttl_minutes: int
-    price_per_node_hour: float | None  # on demand, in `region`; None: not known there
+    price_per_node_hour: float | None  # billed rate (spot if known), in `region`; None: unknown
     price_note: str
 
     @property
@@ -52,7 +53,7 @@ class Estimate:
 
 def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
-    price, note = 0.0, "free: runs on this machine"
+    price, note = 0.0, "free: runs on this machine"  # local sshds, or QEMU VMs
     if spec.cloud in PULUMI_CLOUDS:
         from components.catalog import lookup
 
@@ -67,11 +68,18 @@ def estimate(spec: ClusterSpec) -> Estimate:
                 f"${it.price_per_hour:.2f}/node-hour)"
             )
         else:
-            price = it.price_per_hour
-            note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
-            if spec.spot:
-                note += "; spot is usually lower"
-    elif spec.cloud != "local":
+            from gpufleet.plan import price_estimate
+
+            # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
+            billed = price_estimate(it, spec.nodes, spec.spot)
+            price = billed["price_per_node_hour"]
+            if billed["price_basis"] == "spot":
+                note = f"spot, {it.price_region}, {billed['price_note']}"
+            else:
+                note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
+                if spec.spot:
+                    note += "; no spot price in the catalog: an upper bound for spot"
+    elif spec.cloud not in ("local", "vm"):
         price, note = None, "your own machines"
     return Estimate(
         cloud=spec.cloud,
@@ -84,6 +92,15 @@ def estimate(spec: ClusterSpec) -> Estimate:
         price_per_node_hour=price,
         price_note=note,
     )
+
+
+def remaining(spec: ClusterSpec, expires_at: float | None, now: float) -> Estimate:
+    """A running cluster's estimate: its TTL is what is left of it until it expires (what
+    a run on it can cost at most if the CLI dies), in whole minutes, rounded up."""
+    est = estimate(spec)
+    if expires_at is None:
+        return replace(est, ttl_minutes=0, price_note=f"{est.price_note}; it never expires")
+    return replace(est, ttl_minutes=max(1, math.ceil((expires_at - now) / 60)))
 
 
 def money(usd: float | None) -> str:
@@ -119,8 +136,3 @@ def check_budget(e: Estimate, max_cost: float | None) -> None:
             f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs about "
             f"${total:.2f}, over {max_cost:g} USD (the cap)",
         )
-
-
-def run_cost(e: Estimate, seconds: float) -> float | None:
-    """What a run of `seconds` cost (billing granularity ignored)."""
-    return None if e.usd_per_hour is None else round(e.usd_per_hour * seconds / 3600, 2)

@@ -16,6 +16,7 @@ def run_exec(
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
     from gpufleet.cli.common import node_printer, print_json
+    from gpufleet.cli.documents import envelope  # stdlib only: the fast path stays fast
     from gpufleet.remote import holder
 
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
@@ -55,7 +56,7 @@ def run_exec(
             }
             for r in sorted(results.values(), key=lambda r: order.get(r.node, 0))
         ]
-        print_json({"schema": 1, "kind": "exec", "cluster": info.name, "nodes": rows})
+        print_json(envelope("exec", cluster=info.name, nodes=rows))
     elif failed:
         first = min(failed, key=lambda r: r.finished)
         for r in failed:

@@ -6,6 +6,7 @@ import shlex
 
 from components.errors import SpecError
 from components.spec import ClusterInfo, NodeInfo
+from gpufleet import sshconfig
 
 FORMATS: tuple[str, ...] = ("openmpi", "mpich", "deepspeed", "plain", "env")
 
@@ -42,7 +43,7 @@ def render(
     lines = []
     for n in info.nodes:
         k = slots(n, slots_per_node)
-        host = f"{info.name}-{n.name}" if aliases else n.private_ip
+        host = sshconfig.alias(info, n) if aliases else n.private_ip
         if fmt in ("openmpi", "deepspeed"):
             lines.append(f"{host} slots={k}")
         elif fmt == "mpich":

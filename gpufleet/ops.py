@@ -54,9 +54,7 @@ def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> P
     """The cluster's ssh config in its state folder, where `Include` finds it (see
     sshconfig.include_line) and from where `down` removes it with the rest of the folder."""
     path = state.cluster_dir(info.name) / sshconfig.FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(sshconfig.render(info, control_persist=control_persist))
-    tmp.replace(path)
+    state.write_private(path, sshconfig.render(info, control_persist=control_persist))
     return path
 
 

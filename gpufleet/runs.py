@@ -30,6 +30,8 @@ class RunRecord:
     status: str = "running"  # running | succeeded | failed | interrupted
     usd_per_hour: float | None = None  # on-demand catalog price of the nodes; 0 on local/ssh
     pid: int = field(default_factory=os.getpid)
+    # pid's start time: a PID reused by another process does not keep a dead run "running"
+    pid_started: str | None = field(default_factory=lambda: state.start_time(os.getpid()))
 
     @property
     def cost_usd(self) -> float | None:
@@ -59,10 +61,7 @@ class RunNotFound(GpufleetError):
 
 
 def _save(rec: RunRecord) -> None:
-    path = run_dir(rec.id) / RECORD
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec.as_dict(), indent=2) + "\n")
-    tmp.replace(path)
+    state.write_private(run_dir(rec.id) / RECORD, json.dumps(rec.as_dict(), indent=2) + "\n")
 
 
 def load(run_id: str) -> RunRecord:
@@ -76,8 +75,9 @@ def load(run_id: str) -> RunRecord:
         raise RunNotFound(run_id, f"{len(matches)} runs start with")
     data = json.loads((run_dir(matches[0]) / RECORD).read_text())
     data.pop("cost_usd", None)
+    data.setdefault("pid_started", None)  # recorded before start times were
     rec = RunRecord(**data)
-    if rec.status == "running" and not _alive(rec.pid):
+    if rec.status == "running" and not state.process_alive(rec.pid, rec.pid_started):
         rec.status = "lost"  # the CLI that ran it died without recording an end
     return rec
 
@@ -94,16 +94,6 @@ def all_runs() -> list[RunRecord]:
             except (GpufleetError, ValueError, TypeError):
                 continue
     return sorted(out, key=lambda r: r.started_at)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Recorder:

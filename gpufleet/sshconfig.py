@@ -11,12 +11,15 @@ from gpufleet.remote.knownhosts import private_port
 FILE = "ssh_config"  # in the cluster's state folder: `Include` picks it up, `down` removes it
 
 
-def aliases(info: ClusterInfo, node: NodeInfo) -> list[str]:
-    """Host names of a node: `<cluster>-node-K`, and `<cluster>` for the head.
+def alias(info: ClusterInfo, node: NodeInfo) -> str:
+    """A node's own host name, `<cluster>-node-K`: cluster-qualified, so the files of several
+    clusters can be included side by side."""
+    return f"{info.name}-{node.name}"
 
-    Cluster-qualified, so the files of several clusters can be included side by side.
-    """
-    own = f"{info.name}-{node.name}"
+
+def aliases(info: ClusterInfo, node: NodeInfo) -> list[str]:
+    """Host names of a node: its alias, and `<cluster>` for the head."""
+    own = alias(info, node)
     return [info.name, own] if node.name == info.head.name else [own]
 
 
@@ -39,7 +42,7 @@ def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | 
             "Host " + " ".join(aliases(info, n)),
             f"    HostName {n.private_ip if internal else (n.public_ip or n.private_ip)}",
             f"    Port {private_port(n) if internal else n.ssh_port}",
-            *([] if jump_host is None else [f"    ProxyJump {info.name}-{jump_host.name}"]),
+            *([] if jump_host is None else [f"    ProxyJump {alias(info, jump_host)}"]),
             f"    User {info.ssh_user}",
             f"    IdentityFile {info.ssh_key_path}",
             *sshopts.as_config(sshopts.pinned(info.known_hosts_path, "ssh-ed25519")),

@@ -27,7 +27,7 @@ def cluster_dir(name: str) -> Path:
     return home() / "clusters" / name
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Atomic: a unique temp file in the same folder, flushed to disk, renamed over `path`.
 
     A reader (or a crash) sees the old file or the new one, never a truncated one.
@@ -103,7 +103,7 @@ def locked(name: str) -> bool:
 
 
 def save_spec(spec: ClusterSpec) -> None:
-    _write_private(cluster_dir(spec.name) / "spec.json", spec.model_dump_json(indent=2))
+    write_private(cluster_dir(spec.name) / "spec.json", spec.model_dump_json(indent=2))
 
 
 def load_spec(name: str) -> ClusterSpec | None:
@@ -115,7 +115,7 @@ def load_spec(name: str) -> ClusterSpec | None:
 
 def save(info: ClusterInfo) -> None:
     """Record a cluster (atomically, 0600: it names the private key)."""
-    _write_private(cluster_dir(info.name) / "cluster.json", info.model_dump_json(indent=2))
+    write_private(cluster_dir(info.name) / "cluster.json", info.model_dump_json(indent=2))
 
 
 def _read_json(name: str) -> dict[str, Any]:
@@ -185,14 +185,14 @@ def forget(name: str, removed: bool = False) -> None:
     name, so a later `down` of it says "already gone" rather than "no such cluster"."""
     shutil.rmtree(cluster_dir(name), ignore_errors=True)
     if removed:
-        _write_private(home() / "removed" / name, f"{time.time():.0f}\n")
+        write_private(home() / "removed" / name, f"{time.time():.0f}\n")
 
 
 def was_removed(name: str) -> bool:
     return (home() / "removed" / name).is_file()
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """A process's start time (clock ticks since boot): tells a PID from a reused one."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -200,10 +200,17 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def process_alive(pid: int, started: str | None = None) -> bool:
+    """Whether process `pid` runs and, when its start time was recorded (`started`), is still
+    the process that was recorded rather than a new one given the same PID."""
+    now = start_time(pid)
+    return now is not None and (started in (None, "-") or now == started)
+
+
 def set_owner(name: str, pid: int | None = None) -> None:
     """Record the CLI process that owns (and will remove) a cluster, e.g. a one-shot `run`."""
     pid = pid or os.getpid()
-    _write_private(cluster_dir(name) / "owner", f"{pid} {_start_time(pid) or '-'}\n")
+    write_private(cluster_dir(name) / "owner", f"{pid} {start_time(pid) or '-'}\n")
 
 
 def orphaned(name: str) -> bool:
@@ -213,5 +220,4 @@ def orphaned(name: str) -> bool:
         pid = int(pid_s)
     except (OSError, ValueError):
         return False  # no owner: kept on purpose (`up`, `run --keep`)
-    now = _start_time(pid)
-    return now is None or (started != "-" and now != started)
+    return not process_alive(pid, started)

@@ -9,7 +9,15 @@ import typer
 
 from components.errors import SpecError
 from gpufleet.cli import options as opt
-from gpufleet.cli.common import console, parse_pairs, parse_ttl, print_json, progress
+from gpufleet.cli.common import (
+    console,
+    new_table,
+    parse_pairs,
+    parse_ttl,
+    print_json,
+    progress,
+    when,
+)
 
 
 def spec_from_flags(**flags: object):
@@ -116,28 +124,13 @@ def up(
         )
         print_json(documents.envelope("cluster", **doc))
         return
-    table = _table(("node", "address", "private_ip", "GPUs"))
+    table = new_table(("node", "address", "private_ip", "GPUs"))
     for n in info.nodes:
         reach = f"{n.public_ip}:{n.ssh_port}" if n.public_ip else f"via {info.head.name}"
         table.add_row(n.name, reach, n.private_ip, str(n.gpus))
     console().print(table)
     if est.usd_per_hour:
         progress(f"about {cost.money(est.usd_per_hour)}/hour until `gpufleet down {spec.name}`")
-
-
-def _table(columns: tuple[str, ...], title: str | None = None):
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for col in columns:
-        table.add_column(col.upper(), no_wrap=True)
-    return table
-
-
-def _when(epoch: float | None) -> str:
-    """Local time with its zone, as `sky status` shows it."""
-    return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(epoch)) if epoch else "-"
 
 
 def _age(epoch: float | None) -> str:
@@ -333,9 +326,9 @@ def status(
     out = console()
     out.print(
         f"{info.name}: {info.cloud}, {info.instance_type or info.cloud}, fabric {info.fabric}"
-        f"{price}; created {_when(info.created_at)}, expires {_when(info.expires_at)}"
+        f"{price}; created {when(info.created_at)}, expires {when(info.expires_at)}"
     )
-    table = _table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
+    table = new_table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
     for n in doc["nodes"]:
         table.add_row(
             *(
@@ -380,14 +373,14 @@ def list_clusters(
     if not docs:
         typer.echo("no clusters (create one with `gpufleet up` or `gpufleet run`)")
         return
-    table = _table(("name", "cloud", "state", "age", "expires", "nodes", "type", "$/h"))
+    table = new_table(("name", "cloud", "state", "age", "expires", "nodes", "type", "$/h"))
     for d in docs:
         table.add_row(
             d["name"],
             d["cloud"] or "?",
             d["state"],
             _age(d["created_at"]),
-            _when(d["expires_at"]),
+            when(d["expires_at"]),
             str(len(d["nodes"])),
             d["instance_type"] or "-",
             f"{d['usd_per_hour']:.2f}" if d["usd_per_hour"] else "-",

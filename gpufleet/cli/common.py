@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import threading
+import time
 from typing import Any
 
 from components.errors import SpecError
@@ -26,6 +27,11 @@ def progress(message: str) -> None:
         sys.stderr.flush()
 
 
+def node_index(node: str) -> int:
+    """K of `node-K` (0 for a name without one): the order nodes are shown in."""
+    return int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
+
+
 def node_printer(color: bool | None = None, to_stderr: bool = False):
     """A stream callback printing `[node-K] line`, stdout lines to stdout, stderr to stderr
     (to_stderr: everything to stderr, when stdout carries a JSON document)."""
@@ -34,8 +40,7 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
     def emit(node: str, line: str, is_err: bool) -> None:
         prefix = f"[{node}]"
         if tty:
-            k = int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
-            prefix = f"\033[{_COLORS[k % len(_COLORS)]}m{prefix}\033[0m"
+            prefix = f"\033[{_COLORS[node_index(node) % len(_COLORS)]}m{prefix}\033[0m"
         out = sys.stderr if is_err or to_stderr else sys.stdout
         with _lock, contextlib.suppress(OSError, ValueError):
             out.write(f"{prefix} {line}\n")
@@ -44,41 +49,38 @@ def node_printer(color: bool | None = None, to_stderr: bool = False):
     return emit
 
 
-_UNITS = {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_TTL_MINUTES = 366 * 1440  # a year: beyond it a timestamp means nothing (and overflows)
+
+
+def parse_duration(text: str, field: str, example: str = "30m, 4h or 1h30m") -> float:
+    """'90s', '45m', '1h30m', '2d' or plain minutes -> seconds, at most 366 days.
+
+    Only ASCII digits count ('²' is a digit to str.isdigit but no duration).
+    """
+    t = text.strip().lower()
+    bad = SpecError(field, f"{text!r} is not a duration", f"write it like {example}")
+    if not t.isascii() or len(t) > 40:
+        raise bad
+    if t.isdigit():
+        seconds = int(t) * 60.0
+    else:
+        parts = re.findall(r"(\d+)([smhd])", t)
+        if not parts or "".join(n + u for n, u in parts) != t:
+            raise bad
+        seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
+    if seconds > MAX_TTL_MINUTES * 60:
+        raise SpecError(field, f"{text!r} is over the maximum of 366d", "use at most 366d")
+    return seconds
 
 
 def parse_ttl(text: str) -> int:
     """'4h', '90m', '1h30m', '2d' or plain minutes -> minutes (0 disables the TTL).
 
-    A non-zero duration under a minute rounds up to one; only ASCII digits count ('²' is
-    a digit to str.isdigit but no duration).
+    A non-zero duration under a minute rounds up to one.
     """
-    t = text.strip().lower()
-    bad = SpecError("ttl", f"{text!r} is not a duration", "write it like 30m, 4h or 1h30m")
-    if not t.isascii() or len(t) > 40:
-        raise bad
-    if t.isdigit():
-        minutes = float(int(t))
-    else:
-        parts = re.findall(r"(\d+)([smhd])", t)
-        if not parts or "".join(n + u for n, u in parts) != t:
-            raise bad
-        minutes = sum(int(n) * _UNITS[u] for n, u in parts)
-    if minutes > MAX_TTL_MINUTES:
-        raise SpecError("ttl", f"{text!r} is over the maximum of 366d", "use at most 366d")
-    return 0 if minutes == 0 else max(1, math.ceil(minutes))
-
-
-def duration(seconds: float) -> str:
-    """12.3s, 4m05s, 2h03m."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+    seconds = parse_duration(text, "ttl")
+    return 0 if seconds == 0 else max(1, math.ceil(seconds / 60))
 
 
 def parse_pairs(items: list[str], field: str) -> dict[str, str]:
@@ -89,6 +91,30 @@ def parse_pairs(items: list[str], field: str) -> dict[str, str]:
             raise SpecError(field, f"{item!r} is not KEY=VALUE", f"write it like --{field} team=ml")
         out[key] = value
     return out
+
+
+def ask(question: str) -> bool:
+    """Ask `question [Y/n]` on stderr and read the answer; Enter means yes."""
+    sys.stderr.write(f"{question} [Y/n] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
+
+
+def when(epoch: float | None, seconds: bool = False) -> str:
+    """Local time with its zone, as `sky status` shows it; '-' for none."""
+    fmt = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
+    return time.strftime(fmt, time.localtime(epoch)) if epoch else "-"
+
+
+def new_table(columns: tuple[str, ...], title: str | None = None) -> Any:
+    """A rich table in the CLI's one style: upper-case headers, a rule under them."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for col in columns:
+        t.add_column(col.upper(), no_wrap=True)
+    return t
 
 
 def print_json(data: Any) -> None:

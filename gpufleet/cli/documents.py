@@ -73,6 +73,12 @@ def incomplete(name: str) -> dict[str, Any]:
     }
 
 
+def run(record: Any, *, created: bool, instance_type: str | None) -> dict[str, Any]:
+    """`run --json` (run.schema.json): the run's record as `runs --json` lists it, and what
+    only `run` knows: whether it created the cluster, and the instance type."""
+    return envelope("run", **record.as_dict(), created=created, instance_type=instance_type)
+
+
 def run_list(records: list[Any]) -> dict[str, Any]:
     """`runs` (run-list.schema.json): every recorded run, oldest first."""
     return envelope("run-list", runs=[r.as_dict() for r in records])

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import console, node_printer, print_json, progress
+from gpufleet.cli.common import console, node_index, node_printer, print_json, progress
 
 
 def health(
@@ -49,7 +49,7 @@ def health(
     if as_json:
         nodes = [
             {"name": n, "ok": r.ok, "error": r.error, "checks": r.checks}
-            for n, r in sorted(reports.items(), key=lambda kv: _index(kv[0]))
+            for n, r in sorted(reports.items(), key=lambda kv: node_index(kv[0]))
         ]
         print_json(
             documents.envelope("health", cluster=name, ok=ok, nodes=nodes, fabric_probe=probe)
@@ -58,10 +58,6 @@ def health(
         _print(name, reports, probe)
     if not ok:
         raise typer.Exit(h.UnhealthyCluster.exit_code)
-
-
-def _index(node: str) -> int:
-    return int(node.rsplit("-", 1)[-1]) if node[-1:].isdigit() else 0
 
 
 def _without_protocol(stream, mark: str):
@@ -81,7 +77,7 @@ def _print(name: str, reports: dict, probe: dict | None) -> None:
     table = Table(title=f"health of {name}")
     for col in ("node", "verdict", "why"):
         table.add_column(col, overflow="fold")
-    for node, r in sorted(reports.items(), key=lambda kv: _index(kv[0])):
+    for node, r in sorted(reports.items(), key=lambda kv: node_index(kv[0])):
         verdict = "[green]pass[/green]" if r.ok else "[red]FAIL[/red]"
         table.add_row(node, verdict, "; ".join(r.reasons))
     out.print(table)

@@ -30,8 +30,6 @@ def plan(
 
     doc = plan_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
-    # Pulumi registers resources in the order their inputs resolve, which varies run to run.
-    doc["resources"] = sorted(doc["resources"], key=lambda r: (r["type"], r["name"]))
     if as_json:
         print_json(envelope("plan", **doc))
         return

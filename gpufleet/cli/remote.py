@@ -71,10 +71,14 @@ def ssh(
         raise MissingTool("ssh", "install OpenSSH's client: `sudo apt-get install openssh-client`")
     from gpufleet import sshconfig
 
-    # The rendered config, so a worker is reached through the head exactly as `ssh -F` does.
-    cfg = state.cluster_dir(name) / "ssh_config"
-    cfg.write_text(sshconfig.render(info))
-    args = ["ssh", "-F", str(cfg), f"{info.name}-{n.name}", *(command or [])]
+    # The cluster's own config (create wrote it; `ssh-config --control-persist` may have
+    # added connection reuse): a worker is reached through the head as `ssh -F` does.
+    cfg = state.cluster_dir(name) / sshconfig.FILE
+    if not cfg.is_file():
+        from gpufleet.ops import write_ssh_config
+
+        cfg = write_ssh_config(info)
+    args = ["ssh", "-F", str(cfg), sshconfig.alias(info, n), *(command or [])]
     sys.stdout.flush()
     os.execv(ssh_bin, args)
 

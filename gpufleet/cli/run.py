@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli import options as opt
-from gpufleet.cli.common import node_printer, parse_pairs, parse_ttl, print_json, progress
+from gpufleet.cli.common import (
+    node_printer,
+    parse_duration,
+    parse_pairs,
+    parse_ttl,
+    print_json,
+    progress,
+)
 
 LAUNCHERS_HELP = (
     "torchrun (script or -m module) | mpirun | deepspeed (script) | none (shell command)"
@@ -124,6 +131,7 @@ def run(
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
     from components.errors import SpecError
+    from components.spec import PULUMI_CLOUDS
     from gpufleet import state, validate
     from gpufleet.provision.ssh import from_flags
 
@@ -161,8 +169,9 @@ def run(
         run_id=secrets.token_hex(4),
         env=parse_pairs(env, "env"),
     )
-    usd_per_hour, nodes_n, cloud_name, cluster_name = _price(spec, cluster)
-    timeout_s = _seconds(timeout) if timeout else None
+    timeout_s = _timeout(timeout) if timeout else None
+    from gpufleet import cost
+
     if spec is not None:
         from gpufleet.cli import spend
 
@@ -174,14 +183,25 @@ def run(
             max_cost=max_cost,
             extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
         )
-        usd_per_hour = est.usd_per_hour
+        nodes_n, cloud_name, cluster_name = spec.nodes, spec.cloud, spec.name
     else:
         if dry_run:
             typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
             typer.echo("dry run: nothing was started")
             raise typer.Exit(0)
-        if max_cost is not None:
-            _check_budget(max_cost, usd_per_hour, spec, cluster)
+        import time
+
+        info = state.load(cluster or "")
+        recorded = state.load_spec(info.name)
+        # the TTL left, not --timeout, bounds what a run can cost if the CLI itself dies
+        est = cost.remaining(recorded, info.expires_at, time.time()) if recorded else None
+        if est is not None:
+            cost.check_budget(est, max_cost)
+        elif max_cost is not None and info.cloud in PULUMI_CLOUDS:
+            why = f"cannot enforce ${max_cost:.2f}: the cluster's spec is not recorded"
+            raise cost.OverBudget(max_cost, None, why)
+        nodes_n, cloud_name, cluster_name = len(info.nodes), info.cloud, info.name
+    usd_per_hour = est.usd_per_hour if est is not None else None
     gate = None
     if health_gate:
         from gpufleet.health import gate_hook
@@ -259,98 +279,25 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
         cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
         progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
         if as_json:
-            _print_result(req, rec, code, status)
+            _print_result(req, rec)
 
 
-def _print_result(req, rec, code: int, status: str) -> None:
-    """The run-result document (run.schema.json)."""
-    from gpufleet.cli.documents import envelope
+def _print_result(req, rec) -> None:
+    """The run-result document (run.schema.json), once the record has its end."""
+    from gpufleet.cli import documents
 
-    print_json(
-        envelope(
-            "run",
-            run_id=rec.id,
-            cluster=rec.cluster,
-            created=req.cluster is None,
-            cloud=rec.cloud,
-            instance_type=req.spec.instance_type if req.spec is not None else None,
-            launcher=rec.launcher,
-            command=rec.command,
-            exit_code=code,
-            status=status,
-            started_at=round(rec.started_at, 3),
-            wall_seconds=round(rec.ended_at - rec.started_at, 3),
-            usd_per_hour=rec.usd_per_hour,
-            estimated_cost_usd=rec.cost_usd,
-        )
-    )
+    itype = req.spec.instance_type if req.spec is not None else None
+    print_json(documents.run(rec, created=req.cluster is None, instance_type=itype))
 
 
-def _seconds(text: str) -> float:
-    """'90s', '45m', '1h30m' or plain minutes -> seconds."""
-    import re
-
+def _timeout(text: str) -> float:
+    """--timeout in seconds; zero is refused (it would stop the run before it starts)."""
     from components.errors import SpecError
 
-    t = text.strip().lower()
-    if t.isdigit():
-        return int(t) * 60.0
-    parts = re.findall(r"(\d+)([smhd])", t)
-    if not parts or "".join(n + u for n, u in parts) != t or not any(int(n) for n, _ in parts):
-        raise SpecError("timeout", f"{text!r} is not a duration", "write it like 90s, 45m or 2h")
-    return float(sum(int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts))
-
-
-def _price(spec, cluster: str | None) -> tuple[float | None, int, str, str]:
-    """($/hour of the run's nodes or None if unknown, nodes, cloud, cluster name)."""
-    if spec is not None:
-        cloud, itype, nodes, name = spec.cloud, spec.instance_type, spec.nodes, spec.name
-    else:
-        from gpufleet import state
-
-        info = state.load(cluster or "")
-        cloud, itype, nodes, name = info.cloud, info.instance_type, len(info.nodes), info.name
-    if cloud in ("local", "vm", "ssh"):
-        return 0.0, nodes, cloud, name  # nothing rented
-    from components import catalog
-    from components.errors import CatalogError
-
-    try:
-        price = catalog.lookup(cloud, itype or "").price_per_hour
-    except CatalogError:
-        price = None
-    return (price * nodes if price is not None else None), nodes, cloud, name
-
-
-def _check_budget(max_cost, usd_per_hour, spec, cluster) -> None:
-    """Refuse before anything is created when the nodes' price over their TTL exceeds it:
-    the TTL, not --timeout, bounds what a run can cost if the CLI itself dies."""
-    import time
-
-    from components.errors import SpecError
-
-    if usd_per_hour is None:
-        raise SpecError(
-            "max_cost", "the catalog has no price for these nodes", "drop --max-cost, or add one"
-        )
-    if spec is not None:
-        hours = spec.ttl_minutes / 60 if spec.ttl_minutes else None
-    else:
-        from gpufleet import state
-
-        expires = state.load(cluster or "").expires_at
-        hours = max(0.0, (expires - time.time()) / 3600) if expires else None
-    if usd_per_hour == 0:
-        return
-    if hours is None:
-        raise SpecError("max_cost", "the cluster never expires", "give it a TTL")
-    worst = usd_per_hour * hours
-    if worst > max_cost:
-        raise SpecError(
-            "max_cost",
-            f"{worst:.2f} USD at ${usd_per_hour:.2f}/h for {hours:g}h is over {max_cost:g} USD",
-            "shorten --ttl or --timeout, use fewer or smaller nodes, or raise --max-cost",
-        )
+    seconds = parse_duration(text, "timeout", "90s, 45m or 2h")
+    if not seconds:
+        raise SpecError("timeout", f"{text!r} is no time", "write it like 90s, 45m or 2h")
+    return seconds
 
 
 def register(app: typer.Typer) -> None:

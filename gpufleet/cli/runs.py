@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import console, print_json
-
-
-def _when(t: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
+from gpufleet.cli.common import console, new_table, print_json, when
 
 
 def runs(
@@ -29,16 +24,13 @@ def runs(
     if not found:
         typer.echo("no runs yet (`gpufleet run` records each one)")
         return
-    from rich.table import Table
-
-    table = Table()
-    for col in ("run", "status", "started", "ended", "exit", "nodes", "cluster", "cost"):
-        table.add_column(col)
+    table = new_table(("run", "status", "started", "ended", "exit", "nodes", "cluster", "cost"))
     for x in found:
         cost = "-" if x.cost_usd is None else f"${x.cost_usd:.2f}"
         exit_code = "-" if x.exit_code is None else str(x.exit_code)
-        table.add_row(x.id, x.status, _when(x.started_at), _when(x.ended_at), exit_code,
-                      str(x.nodes), x.cluster, cost)  # fmt: skip
+        table.add_row(x.id, x.status, when(x.started_at, seconds=True),
+                     when(x.ended_at, seconds=True), exit_code, str(x.nodes), x.cluster,
+                     cost)  # fmt: skip
     console().print(table)
 
 

@@ -6,25 +6,26 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.pulumicli import PINNED  # stdlib and state only: --help stays fast
+
 setup_app = typer.Typer(help="Install what cloud runs need.", no_args_is_help=True)
 
 
-@setup_app.command()
+@setup_app.command(
+    help=f"Install the Pulumi CLI gpufleet is tested with ({PINNED}) into "
+    "$GPUFLEET_HOME/pulumi-cli."
+)
 def pulumi(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="install without asking (CI)")] = False,
 ) -> None:
-    """Install the Pulumi CLI gpufleet is tested with into $GPUFLEET_HOME/pulumi-cli."""
     import sys
 
-    from gpufleet.cli.common import progress
-    from gpufleet.pulumicli import PINNED, install, install_root
+    from gpufleet.cli.common import ask, progress
+    from gpufleet.pulumicli import install, install_root
 
     root = install_root()
-    if not yes and sys.stdin.isatty():
-        sys.stderr.write(f"Install Pulumi CLI {PINNED} into {root}? [Y/n] ")
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("", "y", "yes"):
-            raise typer.Exit(1)
+    if not yes and sys.stdin.isatty() and not ask(f"Install Pulumi CLI {PINNED} into {root}?"):
+        raise typer.Exit(1)
     path = install(progress)
     typer.echo(path)
 

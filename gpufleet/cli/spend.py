@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from components.errors import GpufleetError
 from components.spec import PULUMI_CLOUDS, ClusterSpec
 from gpufleet import cost
+from gpufleet.cli.common import ask
 
 
 class Declined(GpufleetError):
@@ -34,10 +34,10 @@ def gate(
     cost.check_budget(est, max_cost)
     if dry_run:
         if extra is not None and extra.get("json"):
-            doc: dict[str, Any] = {"schema": 1, "kind": "dry-run", "cluster": spec.name}
-            doc.update(est.as_dict())
-            doc.update({k: v for k, v in extra.items() if k != "json"})
-            print_json(doc)
+            from gpufleet.cli.documents import envelope
+
+            shown = {k: v for k, v in extra.items() if k != "json"}
+            print_json(envelope("dry-run", cluster=spec.name, **est.as_dict(), **shown))
         else:
             print(f"would create cluster {spec.name}:")
             print("\n".join(cost.summary(est)))
@@ -51,17 +51,11 @@ def gate(
     if spec.cloud in PULUMI_CLOUDS and not yes and sys.stdin.isatty():
         sys.stderr.write(f"gpufleet will create cluster {spec.name}:\n")
         sys.stderr.write("\n".join(cost.summary(est)) + "\n")
-        sys.stderr.write("Create it? [Y/n] ")
-        sys.stderr.flush()
-        if not _yes():
+        if not ask("Create it?"):
             raise Declined()
     if spec.cloud in PULUMI_CLOUDS:
         ensure_pulumi(yes)
     return est
-
-
-def _yes() -> bool:
-    return sys.stdin.readline().strip().lower() in ("", "y", "yes")
 
 
 def ensure_pulumi(yes: bool) -> None:
@@ -77,13 +71,11 @@ def ensure_pulumi(yes: bool) -> None:
     except MissingTool:
         if not yes and not sys.stdin.isatty():
             raise
-    if not yes:
-        sys.stderr.write(
-            f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
-            f"{pulumicli.install_root()}? [Y/n] "
-        )
-        sys.stderr.flush()
-        if not _yes():
-            raise Declined()
+    question = (
+        f"The Pulumi CLI is not installed. Install {pulumicli.PINNED} into "
+        f"{pulumicli.install_root()}?"
+    )
+    if not yes and not ask(question):
+        raise Declined()
     pulumicli.install(progress)
     find_pulumi()

@@ -43,6 +43,28 @@ def test_local_is_free_and_never_capped():
     cost.check_budget(e, 0.0)
 
 
-def test_run_cost_is_hourly_price_times_wall_time():
-    e = cost.estimate(spec())
-    assert cost.run_cost(e, 1800) == pytest.approx(e.usd_per_hour / 2, abs=0.01)
+def test_spot_is_estimated_at_the_catalog_spot_price_as_plan_does(monkeypatch):
+    """A Spot Instance is billed at the Spot price, not the On-Demand one (EC2 user guide,
+    using-spot-instances.md "Pricing and savings"): `up --spot --dry-run` and `gpufleet plan`
+    must show the same figure for it."""
+    import dataclasses
+
+    from components import catalog
+    from gpufleet.plan import price_estimate
+
+    it = lookup("aws", "p4d.24xlarge")
+    priced = dataclasses.replace(
+        it, spot_price_per_hour=10.5, spot_price_date="2026-11-01", spot_price_source="a table"
+    )
+    monkeypatch.setattr(catalog, "lookup", lambda cloud, name: priced)
+    e = cost.estimate(spec(spot=True, ttl_minutes=60))
+    assert e.usd_per_hour == price_estimate(priced, 2, spot=True)["estimated_usd_per_hour"] == 21
+    assert e.usd_at_ttl == 21 and "2026-11-01" in e.price_note
+    on_demand = cost.estimate(spec(spot=False))
+    assert on_demand.usd_per_hour == round(2 * it.price_per_hour, 3)
+
+
+def test_spot_without_a_catalog_spot_price_says_on_demand_is_an_upper_bound():
+    e = cost.estimate(spec(spot=True))
+    assert e.usd_per_hour == round(2 * lookup("aws", "p4d.24xlarge").price_per_hour, 3)
+    assert "upper bound for spot" in e.price_note

@@ -44,7 +44,9 @@ def test_spot_estimate_uses_the_catalog_spot_price_where_it_has_one(stack):
 def test_on_demand_stack_is_priced_on_demand():
     doc = plan_stack("aws-p4d")
     assert doc["price_basis"] == "on-demand" and doc["price_note"] == "on-demand"
-    assert doc["estimated_usd_per_hour"] == round(2 * 21.958, 3)
+    price = lookup("aws", doc["instance_type"]).price_per_hour
+    assert doc["on_demand_per_node_hour"] == doc["price_per_node_hour"] == price
+    assert doc["estimated_usd_per_hour"] == round(doc["nodes"] * price, 3)
 
 
 def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):

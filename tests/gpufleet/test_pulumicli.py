@@ -76,4 +76,4 @@ def test_setup_pulumi_command_help_names_the_pin():
         [sys.executable, "-m", "gpufleet", "setup", "pulumi", "--help"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert r.returncode == 0 and "GPUFLEET_HOME" in r.stdout
+    assert r.returncode == 0 and pulumicli.PINNED in r.stdout and "GPUFLEET_HOME" in r.stdout

@@ -68,8 +68,8 @@ def test_a_damaged_record_is_state_damaged_with_a_fix(gpufleet_home):
 
 def test_state_writes_are_atomic_and_leave_no_temp_files(gpufleet_home):
     path = state.cluster_dir("a") / "x.json"
-    state._write_private(path, "one")
-    state._write_private(path, "two")
+    state.write_private(path, "one")
+    state.write_private(path, "two")
     assert path.read_text() == "two"
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]
     assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -108,7 +108,8 @@ def test_sandbox_documents(gpufleet_home, tmp_path):
         assert doc["exit_code"] == 0 and doc["cluster"] == "js" and not doc["created"]
         assert "[node-1] hi" in run.stderr  # node output goes to stderr under --json
         (listed_run,) = check("run-list", gpufleet(gpufleet_home, "runs", "--json").stdout)["runs"]
-        assert (listed_run["id"], listed_run["status"]) == (doc["run_id"], "succeeded")
+        assert (listed_run["id"], listed_run["status"]) == (doc["id"], "succeeded")
+        assert {k: doc[k] for k in listed_run} == listed_run  # one run, named alike in both
         (tmp_path / ".gitignore").write_text("*.log\n")
         (tmp_path / "run.log").write_text("not copied\n")
         synced = gpufleet(gpufleet_home, "sync", "js", "--workdir", str(tmp_path), "--json")

@@ -1,6 +1,9 @@
-"""The sync document: workers in node order whatever order the head reported them in."""
+"""The --json documents: sync's workers in node order; run and runs name a run's facts alike."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from gpufleet.cli import documents
 from gpufleet.sync import SyncReport
@@ -13,3 +16,45 @@ def test_sync_lists_workers_in_node_order_and_skipped_sorted():
     assert (doc["schema"], doc["kind"], doc["cluster"]) == (1, "sync", "c")
     assert doc["workers"] == [{"name": "node-2", "bytes": 5}, {"name": "node-10", "bytes": 7}]
     assert doc["skipped"] == ["a/", "z.log"]
+
+
+def validator(kind: str):
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    folder = Path(documents.__file__).resolve().parents[1] / "schemas"
+    docs = {p.name: json.loads(p.read_text()) for p in folder.glob("*.schema.json")}
+    registry = Registry().with_resources(
+        (d["$id"], Resource.from_contents(d)) for d in docs.values()
+    )
+    return Draft202012Validator(docs[f"{kind}.schema.json"], registry=registry)
+
+
+def test_run_is_the_record_runs_lists_plus_what_run_adds():
+    from gpufleet.runs import RunRecord
+
+    rec = RunRecord("r1", "c", "local", 2, "none", ["true"], 100.0, 160.0, 0, "succeeded", 0.0)
+    doc = documents.run(rec, created=True, instance_type=None)
+    (listed,) = documents.run_list([rec])["runs"]
+    assert {k: doc[k] for k in listed} == listed  # same names, same values
+    assert set(doc) - set(listed) == {"schema", "kind", "created", "instance_type"}
+    assert not list(validator("run").iter_errors(doc))
+    assert not list(validator("run-list").iter_errors(documents.run_list([rec])))
+    # either schema refuses a field it does not name, and run a run that has not ended
+    assert list(validator("run").iter_errors({**doc, "run_id": "r1"}))
+    assert list(validator("run").iter_errors({**doc, "ended_at": None, "status": "running"}))
+    bad_list = documents.run_list([rec])
+    bad_list["runs"][0]["wall_seconds"] = 60
+    assert list(validator("run-list").iter_errors(bad_list))
+
+
+def test_a_listed_cluster_is_the_cluster_document_without_its_envelope():
+    from tests.gpufleet.clusters import cluster
+
+    one = documents.cluster(cluster(), usd_per_hour=64.0, region="us-east-1")
+    listed = documents.envelope("cluster-list", clusters=[one, documents.incomplete("half")])
+    assert not list(validator("cluster").iter_errors(documents.envelope("cluster", **one)))
+    assert not list(validator("cluster-list").iter_errors(listed))
+    assert list(validator("cluster-list").iter_errors({**listed, "clusters": [{**one, "x": 1}]}))
+    assert list(validator("cluster").iter_errors(documents.envelope("cluster", **one, x=1)))
+    assert list(validator("cluster").iter_errors(one))  # the envelope is required

@@ -67,3 +67,19 @@ def test_fabric_probe_protocol_line_is_not_printed():
     emit("node-0", PROBE_MARK + '{"backend": "gloo"}', False)
     emit("node-0", "size 1048576 ok", False)
     assert seen == ["size 1048576 ok"]
+
+
+def test_runs_table_is_drawn_like_list(gpufleet_home):
+    from gpufleet import runs
+
+    started = time.time() - 600
+    rec = runs.RunRecord(id="r1", cluster="big", cloud="aws", nodes=2, launcher="torchrun",
+                         command=["true"], started_at=started, ended_at=started + 60,
+                         exit_code=0, status="succeeded", usd_per_hour=60.0)  # fmt: skip
+    runs._save(rec)
+    out = cli(gpufleet_home, "runs").stdout
+    header = out.splitlines()[1].split()
+    assert header == ["RUN", "STATUS", "STARTED", "ENDED", "EXIT", "NODES", "CLUSTER", "COST"]
+    row = next(ln for ln in out.splitlines() if ln.strip().startswith("r1"))
+    assert time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)) in row
+    assert "succeeded" in row and "$1.00" in row

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from components.catalog import lookup
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = str(ROOT / "examples")
+P4D_HOUR = lookup("aws", "p4d.24xlarge").price_per_hour
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -21,8 +24,9 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def nothing_created(home: Path) -> bool:
-    clusters = home / "clusters"
-    return not clusters.exists() or not any(clusters.iterdir())
+    """No cluster, and no run recorded either."""
+    clusters, runs = home / "clusters", home / "runs"
+    return (not clusters.exists() or not any(clusters.iterdir())) and not runs.exists()
 
 
 CASES = [
@@ -53,7 +57,8 @@ CASES = [
      "max_cost: cannot enforce $100.00: price in eu-west-1 not known"),
     (["run", "--workdir", EXAMPLES, "--cloud", "aws", "-t", "p4d.24xlarge", "--max-cost", "100",
       "--", "train_ddp.py"],
-     "max_cost: 2 x p4d.24xlarge for 24h costs about $1053.98, over 100 USD (the cap)"),
+     f"max_cost: 2 x p4d.24xlarge for 24h costs about ${round(2 * P4D_HOUR, 3) * 24:.2f}, "
+     "over 100 USD (the cap)"),
 ]  # fmt: skip
 
 
@@ -107,3 +112,35 @@ def test_stack_whose_provider_region_differs_from_the_spec_is_refused(tmp_path):
         spec_from_config(config, stack="s")
     config["aws:region"] = "us-east-1"
     assert spec_from_config(config, stack="s").region == "us-east-1"
+
+
+def test_max_cost_on_an_existing_cluster_counts_the_ttl_it_has_left(gpufleet_home):
+    """`run --cluster` prices the recorded cluster like `status` does (its spec, in its
+    region), over what is left of its TTL: what the run can cost if the CLI dies."""
+    import time
+
+    from components.spec import ClusterSpec
+    from gpufleet import state
+    from tests.gpufleet.clusters import cluster
+
+    spec = ClusterSpec.from_input(
+        {"name": "t", "cloud": "aws", "instance_type": "p4d.24xlarge", "nodes": 2}
+    )
+    info = cluster(n=2).model_copy(
+        update={"instance_type": "p4d.24xlarge", "expires_at": time.time() + 4 * 3600 - 30}
+    )
+    state.save_spec(spec)
+    state.save(info)
+    r = cli(gpufleet_home, "run", "--workdir", EXAMPLES, "--cluster", "t", "--max-cost", "10",
+            "--", "train_ddp.py")  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    import re
+
+    said = re.search(
+        r"2 x p4d.24xlarge for ([\d.]+)h costs about \$([\d,.]+), over 10 USD", r.stderr
+    )
+    assert said, r.stderr
+    hours = float(said[1])
+    assert 3.9 < hours <= 4  # what is left of it, not the 24h default of a new cluster
+    assert said[2] == f"{round(2 * P4D_HOUR, 3) * hours:,.2f}"
+    assert "fix: " in r.stderr and "Traceback" not in r.stderr
