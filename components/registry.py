@@ -55,6 +55,26 @@ def provider_config(spec: Any) -> dict[str, str]:
     return {}
 
 
+# Whom a cloud's GpuFleet asks, before registering anything, whether the region/zone offers
+# the type (components/<cloud>/offers.py, azure/skus.py).
+_AVAILABILITY_API = {
+    "aws": "EC2 DescribeInstanceTypeOfferings",
+    "gcp": "GCE machineTypes.list",
+    "azure": "ARM Resource SKUs",
+}
+
+
+def unchecked_availability(spec: Any) -> Any:
+    """What a dry run (which evaluates no program and asks no cloud) can say: not checked."""
+    from components.offers import Availability
+
+    api = _AVAILABILITY_API.get(spec.cloud)
+    if api is None:
+        return None
+    where = spec.effective_region + (f" ({spec.zone})" if spec.zone else "")
+    return Availability("not-checked", where, f"a dry run asks no cloud; `up` asks {api} first")
+
+
 def bake_class(cloud: str) -> Any:
     """The ImageBake ComponentResource class for a cloud (components/<cloud>/bake.py)."""
     if cloud not in _FLEETS:

@@ -64,11 +64,13 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
 
     config = stackconfig.stack_config(name, root)
     spec = stackconfig.spec_from_config(config, stack=name)
-    plan = evaluate(
-        lambda: stackconfig.exports(stackconfig.build(spec)),
-        config=stackconfig.pulumi_config(config),
-        stack=name,
-    )
+    built: list[Any] = []
+
+    def program() -> dict[str, Any]:
+        built.append(stackconfig.build(spec))
+        return stackconfig.exports(built[0])
+
+    plan = evaluate(program, config=stackconfig.pulumi_config(config), stack=name)
     it = catalog.lookup(spec.cloud, spec.instance_type or "")
     outputs = {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in plan.outputs.items()}
     return {
@@ -86,6 +88,8 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
             else spec.expires_at
         ),
         **price_estimate(it, spec.nodes, spec.spot),
+        # Offline: a stand-in's answer or none, said as such (components/offers.py).
+        "availability": built[0].availability.as_dict(),
         "resources": [
             {
                 "type": r.type,

@@ -9,6 +9,7 @@ import pulumi_aws as aws
 
 from components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
 from components.aws.network import aws_region, build_network
+from components.aws.offers import check_offered
 from components.bake import ImageBakeComponent
 
 DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
@@ -18,11 +19,13 @@ class ImageBake(ImageBakeComponent):
     cloud = "aws"
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+        builder_type = spec.instance_type or DEFAULT_BUILDER
+        # Before anything is registered: a region or zone without the builder type fails here.
+        zone, self.availability = check_offered(spec, builder_type, aws_region(spec))
         super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags
-        builder_type = spec.instance_type or DEFAULT_BUILDER
-        net = build_network(name, spec, tags, child, aws_region(spec), builder_type)
+        net = build_network(name, spec, tags, child, zone)
         builder = aws.ec2.Instance(
             f"{name}-builder",
             ami=resolved_image_id(spec.image),  # an AMI id: see resolved_image_id

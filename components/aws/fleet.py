@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.network import aws_region, build_network
+from components.aws.offers import check_offered
 from components.catalog import lookup
 from components.errors import GpufleetError, SpecError
 from components.fleet import GpufleetComponent
@@ -146,12 +147,13 @@ class GpuFleet(GpufleetComponent):
                 "is empty; the security group would let SSH in from nowhere",
                 "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
             )
-        super().__init__(name, spec, opts, **kw)
         it = lookup("aws", spec.instance_type)
+        # Before anything is registered: a region or zone without the type fails here.
+        zone, self.availability = check_offered(spec, it.name, aws_region(spec))
+        super().__init__(name, spec, opts, **kw)
         tags = self.tags
         child = self.child()
-        region = aws_region(spec)
-        net = build_network(name, spec, tags, child, region)
+        net = build_network(name, spec, tags, child, zone)
 
         # With a reservation, its own placement group (if it was made in one) or none: EC2
         # matches a reservation on its placement group, so a group of ours would miss it.

@@ -5,7 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 FAKE_AMI = "ami-0a1b2c3d4e5f60718"
-OFFERED_IN = ("d", "b", "f")  # zone letters offering every type, unsorted as AWS may list them
+OFFERED_IN = ("d", "b", "f")  # zone letters offering a type, unsorted as AWS may list them
+# The regions that offer a type, where gpufleet has a source; a type not listed here is answered
+# as offered in every region (the stand-in knows no better, and a plan says it was offline).
+# p5.48xlarge: the regions with a p5.48xlarge row in skypilot-catalog v8 aws/vms.csv (commit
+# 00148f2a, built from EC2's DescribeInstanceTypeOfferings); e.g. eu-central-1 has none.
+OFFERED_REGIONS: dict[str, tuple[str, ...]] = {
+    "p5.48xlarge": (
+        "ap-northeast-1", "ap-northeast-2", "ap-south-1", "ap-southeast-2", "ap-southeast-3",
+        "ca-central-1", "eu-north-1", "eu-west-2", "us-east-1", "us-east-2", "us-west-1",
+        "us-west-2",
+    ),
+}  # fmt: skip
+
+
+def offered(instance_type: str, region: str) -> bool:
+    regions = OFFERED_REGIONS.get(instance_type)
+    return regions is None or region in regions
 
 
 def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dict | None:
@@ -29,13 +45,22 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
 
 def fake_call(token: str, args: dict[str, Any]) -> dict | None:
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+        # As EC2's DescribeInstanceTypeOfferings answers: the locations of the asked kind
+        # ("region" or "availability-zone") that offer the filtered type; none when none do.
         region = args.get("region") or "us-east-1"
-        zones = [f"{region}{z}" for z in OFFERED_IN]
+        kind = args.get("locationType") or "region"
+        types = [v for f in args.get("filters") or [] for v in f["values"]]
+        found = [t for t in types if offered(t, region)]
+        locations = (
+            ([region] if kind == "region" else [f"{region}{z}" for z in OFFERED_IN])
+            if found
+            else []
+        )
         return {
             "id": region,
-            "locations": zones,
-            "location_types": ["availability-zone"] * len(zones),
-            "instance_types": [f["values"][0] for f in args.get("filters") or []] * len(zones),
+            "locations": locations,
+            "location_types": [kind] * len(locations),
+            "instance_types": found[:1] * len(locations),
         }
     if token == "aws:ssm/getParameter:getParameter":
         return {

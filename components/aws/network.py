@@ -9,8 +9,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.errors import SpecError
-
 VPC_CIDR = "10.42.0.0/16"
 # The fleet's one subnet (EFA cannot cross subnets): 1019 usable addresses (EC2 keeps five of
 # every subnet), one per node since the other network cards carry EFA-only interfaces without
@@ -35,31 +33,6 @@ def aws_region(spec: Any) -> str:
     """The region the fleet is in: the spec's, else the stack's `aws:region` (the two agree:
     stackconfig.spec_from_config refuses a stack where they differ)."""
     return spec.region or pulumi.Config("aws").get("region") or spec.effective_region
-
-
-def first_zone(locations: list[str], instance_type: str, region: str) -> str:
-    """The zone a new subnet goes in: the first (by name) that offers the instance type."""
-    if not locations:
-        raise SpecError(
-            "instance_type",
-            f"{instance_type} is not offered in any availability zone of {region}",
-            "pick another region, or another type (see `gpufleet catalog --cloud aws`)",
-        )
-    return sorted(locations)[0]
-
-
-def availability_zone(spec: Any, instance_type: str, region: str) -> pulumi.Input[str]:
-    """The spec's zone, or one that offers the type (AZ letters map differently per account)."""
-    if spec.zone:
-        return spec.zone
-    offers = aws.ec2.get_instance_type_offerings_output(
-        location_type="availability-zone",
-        filters=[
-            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])
-        ],
-        region=region,
-    )
-    return offers.locations.apply(lambda locs: first_zone(list(locs or []), instance_type, region))
 
 
 def ssh_sources(cidrs: list[str]) -> dict[str, list[str]]:
@@ -132,10 +105,10 @@ def build_network(
     spec: Any,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
-    region: str,
-    instance_type: str | None = None,
+    zone: str,
 ) -> Network:
-    """Use the spec's VPC/subnet when given; otherwise create VPC, subnet, IGW and routes."""
+    """Use the spec's VPC/subnet when given; otherwise create VPC, subnet, IGW and routes in
+    `zone` (one that offers the type: components/aws/offers.py checked it before)."""
     gateways: list[Any] = []
     if spec.subnet_id and spec.vpc_id:
         vpc_id, subnet_id = spec.vpc_id, spec.subnet_id
@@ -155,7 +128,7 @@ def build_network(
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=SUBNET_CIDR,
-            availability_zone=availability_zone(spec, instance_type or spec.instance_type, region),
+            availability_zone=zone,
             tags={**tags, "Name": f"{name}-subnet"},
             # A looked-up zone is chosen once: a later offering elsewhere must not move the fleet.
             opts=opts

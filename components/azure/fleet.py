@@ -9,6 +9,7 @@ import pulumi_azure_native as az
 
 from components.azure.network import build_network, public_nic, vm_profiles
 from components.azure.rules import check_spec
+from components.azure.skus import check_offered
 from components.bootstrap import CLOUD_NODE_ENV
 from components.catalog import lookup
 from components.fleet import GpufleetComponent
@@ -29,6 +30,9 @@ class GpuFleet(GpufleetComponent):
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
         it = lookup("azure", spec.instance_type)
         check_spec(spec)
+        # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
+        # after the resource group, network, identities and role assignments exist.
+        self.availability = check_offered(spec, it.name)
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags

@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 from components.catalog import lookup
 from components.fleet import GpufleetComponent
 from components.gcp.network import build_networks, ssh_tag, worker_nat
+from components.gcp.offers import check_offered
 from components.gcp.rules import (
     COMPACT_SERIES,
     check_spec,
@@ -66,8 +67,10 @@ class GpuFleet(GpufleetComponent):
 
     def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
         check_spec(spec)
-        super().__init__(name, spec, opts, **kw)
         it = lookup("gcp", spec.instance_type)
+        # Before anything is registered: a zone without the machine type fails here.
+        self.availability = check_offered(spec, it)
+        super().__init__(name, spec, opts, **kw)
         child = self.child()
         zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)

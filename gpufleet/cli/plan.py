@@ -46,6 +46,13 @@ def plan(
         f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
         f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
     )
+    out.print(f"availability: {_availability(doc['availability'])}")
+
+
+def _availability(a: dict) -> str:
+    from components.offers import Availability
+
+    return Availability(**a).line()
 
 
 def _cost(doc: dict) -> str:

@@ -33,14 +33,21 @@ def gate(
     est = cost.estimate(spec)
     cost.check_budget(est, max_cost)
     if dry_run:
+        from components.registry import unchecked_availability
+
+        available = unchecked_availability(spec)
         if extra is not None and extra.get("json"):
             from gpufleet.cli.documents import envelope
 
             shown = {k: v for k, v in extra.items() if k != "json"}
+            if available:
+                shown["availability"] = available.as_dict()
             print_json(envelope("dry-run", cluster=spec.name, **est.as_dict(), **shown))
         else:
             print(f"would create cluster {spec.name}:")
             print("\n".join(cost.summary(est)))
+            if available:
+                print(f"  available  {available.line()}")
             for k, v in (extra or {}).items():
                 if k != "json":
                     print(f"  {k:<10} {v}")

@@ -181,10 +181,20 @@ class PulumiProvisioner:
         from components.registry import provider_config
         from components.stackconfig import build, exports
 
+        # The inline program runs in this process: a spec the component refuses before
+        # registering anything (e.g. a region that does not offer the type) is kept here and
+        # raised as itself rather than as the engine's wrapped text.
+        refused: list[SpecError] = []
+
         def program() -> None:
             import pulumi
 
-            for key, value in exports(build(spec)).items():
+            try:
+                fleet = build(spec)
+            except SpecError as e:
+                refused.append(e)
+                raise
+            for key, value in exports(fleet).items():
                 pulumi.export(key, value)
 
         stack = _stack(spec, self.backend, program)
@@ -194,8 +204,14 @@ class PulumiProvisioner:
         try:
             result = stack.up(on_output=_progress_lines(progress), color="never")
         except BaseException as e:
-            progress("pulumi up failed: destroying what it created")
+            progress(
+                "refused before anything was created: removing the empty stack"
+                if refused
+                else "pulumi up failed: destroying what it created"
+            )
             self._destroy(stack, progress)
+            if refused:
+                raise refused[0] from e
             code = capacity_code(str(e)) if isinstance(e, Exception) else None
             if code:
                 raise NoCapacity(code) from e

@@ -11,15 +11,23 @@ from components.preview import Plan, evaluate
 
 def plan(stack: str, **overrides: Any) -> Plan:
     """Evaluate stack `stack` (with spec fields overridden) under Pulumi mocks."""
+    return plan_and_fleet(stack, **overrides)[0]
+
+
+def plan_and_fleet(stack: str, **overrides: Any) -> tuple[Plan, Any]:
+    """plan(), and the GpuFleet component object the program built."""
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     if overrides:
         spec = spec.with_(**overrides)
-    return evaluate(
-        lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
-        config=stackconfig.pulumi_config(config),
-        stack=stack,
-    )
+    built: list[Any] = []
+
+    def program() -> dict[str, Any]:
+        built.append(stackconfig.build(spec, expires_at=1_900_000_000))
+        return stackconfig.exports(built[0])
+
+    p = evaluate(program, config=stackconfig.pulumi_config(config), stack=stack)
+    return p, built[0]
 
 
 def assert_contract(p: Plan, nodes: int) -> None:
@@ -38,3 +46,40 @@ def assert_contract(p: Plan, nodes: int) -> None:
 
 def tagged_with_cluster(tags: dict | None, cluster: str) -> bool:
     return bool(tags) and tags.get("gpufleet-cluster") == cluster and "gpufleet-expires" in tags
+
+
+def refused_before_anything(stack: str, config: dict[str, str] | None = None, **overrides: Any):
+    """Plan stack `stack` expecting a SpecError; (the error, the resources registered first).
+
+    `config` replaces stack config keys (e.g. the provider's region). The resources are what
+    the mocks' new_resource saw: a check that runs before registering leaves it empty.
+    """
+    import pytest
+
+    from components.errors import SpecError
+    from components.preview import RecordingMocks
+
+    raw = stackconfig.stack_config(stack)
+    spec = stackconfig.spec_from_config(raw, stack=stack)
+    if overrides:
+        spec = spec.with_(**overrides)
+    seen: list[str] = []
+    original = RecordingMocks.new_resource
+
+    def counting(self: Any, args: Any) -> Any:
+        seen.append(f"{args.typ}::{args.name}")
+        return original(self, args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RecordingMocks, "new_resource", counting)
+        with pytest.raises(Exception) as e:
+            evaluate(
+                lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
+                config={**stackconfig.pulumi_config(raw), **(config or {})},
+                stack=stack,
+            )
+    err: BaseException | None = e.value
+    while err is not None and not isinstance(err, SpecError):
+        err = err.__cause__ or err.__context__
+    assert isinstance(err, SpecError), f"expected a SpecError, got {e.value!r}"
+    return err, seen

@@ -57,3 +57,20 @@ def test_two_plans_of_a_stack_are_the_same_document(monkeypatch):
     first = json.dumps(plan_stack("aws-p4d"))
     monkeypatch.setattr("time.time", lambda: 2_000_000_000)
     assert json.dumps(plan_stack("aws-p4d")) == first
+
+
+@pytest.mark.parametrize(
+    ("stack", "status", "source"),
+    [
+        ("aws-p5", "offline", "stand-in for EC2 DescribeInstanceTypeOfferings"),
+        ("gcp-a3", "offline", "zone table"),
+        ("azure-nd-h100", "not-checked", "no credentials offline"),
+    ],
+)
+def test_plan_says_how_far_region_availability_was_checked(stack, status, source):
+    """An offline plan cannot ask the cloud: it says whose answer it shows (a stand-in for
+    EC2's offerings API, GCP's zone table) or that nothing was checked (Azure's SKU list needs
+    a token), never that the cloud confirmed it."""
+    doc = plan_stack(stack)
+    assert doc["availability"]["status"] == status
+    assert source in doc["availability"]["source"]

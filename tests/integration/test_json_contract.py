@@ -71,6 +71,8 @@ def test_offline_documents():
         *("--workdir", str(ROOT / "examples"), "--", "train_ddp.py"),
     )
     doc = check("dry-run", dry.stdout)
+    assert doc["availability"]["status"] == "not-checked"
+    assert plan["availability"]["status"] == "offline"
     hours = doc["ttl_minutes"] / 60  # run's default --max-duration (24h since the lease)
     assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * hours, abs=0.01)
 

@@ -290,7 +290,7 @@ def test_subnet_goes_in_a_zone_that_offers_the_type(p4d):
 
 
 def test_first_zone_refuses_a_type_offered_nowhere():
-    from components.aws.network import first_zone
+    from components.aws.offers import first_zone
 
     assert first_zone(["us-west-2c", "us-west-2a"], "p5.48xlarge", "us-west-2") == "us-west-2a"
     with pytest.raises(SpecError) as e:
@@ -406,13 +406,13 @@ def test_reservation_is_targeted_and_no_placement_group_of_ours_competes_with_it
     group match (EC2 user guide, capacity-reservations-launch.md), and AWS recommends creating
     the reservation inside the cluster placement group (placement-groups limitations). So
     with a reservation the nodes target it and gpufleet adds no placement group of its own."""
-    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a")
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1d")
     assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
     for lt in p.of_type(LT):
         target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
         assert target["capacityReservationId"] == "cr-0123456789abcdef0"
         assert "placement" not in lt.inputs
-    assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1a"
+    assert named(p, SUBNET, "aws-p5-subnet").inputs["availabilityZone"] == "us-east-1d"
 
 
 def test_a_reservation_made_in_a_cluster_placement_group_is_launched_into_that_group():
@@ -421,7 +421,7 @@ def test_a_reservation_made_in_a_cluster_placement_group_is_launched_into_that_g
     Placement group, select the cluster placement group in which to launch the instance";
     "Capacity Reservations for cluster placement groups"). gpufleet cannot create that
     group (it must exist before the reservation), so the spec names it."""
-    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", placement_group="g1")
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1d", placement_group="g1")
     assert not p.of_type("aws:ec2/placementGroup:PlacementGroup")
     for lt in p.of_type(LT):
         assert lt.inputs["placement"] == {"groupName": "g1"}
@@ -434,7 +434,7 @@ def test_a_capacity_block_is_launched_with_the_capacity_block_market_type():
     template's InstanceMarketOptions.MarketType `capacity-block` (EC2 API reference,
     LaunchTemplateInstanceMarketOptions: valid values spot | capacity-block); without it the
     launch is an on-demand one that does not use the block."""
-    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1a", capacity_block=True)
+    p = plan("aws-p5", reservation="cr-0123456789abcdef0", zone="us-east-1d", capacity_block=True)
     for lt in p.of_type(LT):
         assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
         target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]

@@ -38,3 +38,21 @@ def test_table_names_resources_and_cost():
 def test_unknown_stack_lists_the_known_ones():
     r = cli("--stack", "nope")
     assert r.returncode == 2 and "aws-p4d" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_region_that_does_not_offer_the_type_is_an_error_not_a_plan(tmp_path):
+    """EC2 offers p5.48xlarge in no eu-central-1 zone (the stand-in for
+    DescribeInstanceTypeOfferings answers from skypilot-catalog's rows): the plan refuses
+    with the field and a fix, exit 2, and no traceback."""
+    text = (ROOT / "stacks" / "Pulumi.aws-p5.yaml").read_text().replace("us-east-1", "eu-central-1")
+    (tmp_path / "Pulumi.p5-eu.yaml").write_text(text)
+    r = cli("--stack", "p5-eu", "--stacks-dir", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert "error: region: eu-central-1 does not offer p5.48xlarge" in r.stderr
+    assert "fix: pick another region" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_table_says_what_availability_was_checked_offline():
+    r = cli("--stack", "azure-nd-h100")
+    assert r.returncode == 0, r.stderr
+    assert "availability: eastus: not checked (no credentials offline" in r.stdout

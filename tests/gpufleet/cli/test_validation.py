@@ -80,6 +80,19 @@ def test_cloud_name_in_any_case_is_the_cloud(gpufleet_home):
     assert nothing_created(gpufleet_home)
 
 
+def test_a_dry_run_says_region_availability_was_not_checked(gpufleet_home):
+    """A dry run evaluates no program and asks no cloud, so it cannot know whether the region
+    offers the type: it says so and names whom `up` asks before creating anything."""
+    r = cli(gpufleet_home, "up", "--cloud", "aws", "-t", "p5.48xlarge", "--region",
+            "eu-central-1", "--ssh-cidr", "203.0.113.7/32", "--dry-run")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (
+        "available  eu-central-1: not checked (a dry run asks no cloud; `up` asks EC2 "
+        "DescribeInstanceTypeOfferings first)"
+    ) in r.stdout
+    assert nothing_created(gpufleet_home)
+
+
 def test_a_module_in_the_workdir_is_accepted_and_a_missing_one_named(tmp_path, gpufleet_home):
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")

@@ -234,10 +234,11 @@ def test_a_zone_without_capacity_is_left_for_the_next_one(gpufleet_home, monkeyp
     troubleshooting-launch.md "Insufficient instance capacity"; GCE's ZONE_RESOURCE_POOL_
     EXHAUSTED and Azure's ZonalAllocationFailed say the same). So the next zone in `zones` is
     tried after what the first attempt created is destroyed."""
-    s = spec(zones=["us-east-1a", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
+    # zones the mocks' EC2 offers p4d in (components/aws/mocks.py): the plan checks them
+    s = spec(zones=["us-east-1d", "us-east-1b"], ssh_cidrs=["203.0.113.7/32"])
     result = planned_result(s)
-    calls, info = run_up(monkeypatch, s, {"us-east-1a": EC2_ICE, "us-east-1b": result})
-    assert calls == [("up", "us-east-1a"), ("destroy", "us-east-1a"), ("up", "us-east-1b")]
+    calls, info = run_up(monkeypatch, s, {"us-east-1d": EC2_ICE, "us-east-1b": result})
+    assert calls == [("up", "us-east-1d"), ("destroy", "us-east-1d"), ("up", "us-east-1b")]
     assert [n.name for n in info.nodes] == ["node-0", "node-1"]
 
 
@@ -281,3 +282,51 @@ def test_other_failures_are_not_retried_in_another_zone(gpufleet_home, monkeypat
     calls, err = run_up(monkeypatch, s, {"us-east-1a": boom, "us-east-1b": boom})
     assert calls == [("up", "us-east-1a"), ("destroy", "us-east-1a")]
     assert not isinstance(err, pp.CapacityError) and "UnauthorizedOperation" in err.message
+
+
+class ProgramStack(FakeStack):
+    """A stack whose `up` runs the inline program under mocks, as the Automation API runs it
+    in this process; a program that raises fails `up` with the engine's wrapped error."""
+
+    def __init__(self, spec, program, calls, registered):
+        super().__init__(spec.zone, {}, calls)
+        self.spec, self.program, self.registered = spec, program, registered
+
+    def up(self, **_):
+        from components.preview import RecordingMocks, evaluate
+
+        self.calls.append(("up", self.zone))
+        original = RecordingMocks.new_resource
+
+        def counting(mocks, args):
+            self.registered.append(args.name)
+            return original(mocks, args)
+
+        RecordingMocks.new_resource = counting
+        try:
+            evaluate(lambda: self.program() and None, config={"aws:region": self.spec.region})
+        except Exception as e:
+            raise RuntimeError(f"error: an unhandled error occurred: program failed: {e}") from None
+        finally:
+            RecordingMocks.new_resource = original
+
+
+def test_a_region_without_the_type_fails_up_as_a_spec_error_with_nothing_created(
+    gpufleet_home, monkeypatch
+):
+    """The component asks EC2 (DescribeInstanceTypeOfferings) before registering anything;
+    under `gpufleet up` its SpecError reaches the user as `error: region: ...` + fix, exit 2,
+    not as the engine's wrapped text, and no zone is retried (no zone can help)."""
+    calls: list = []
+    registered: list = []
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(
+        pp, "_stack", lambda sp, _b, program=None: ProgramStack(sp, program, calls, registered)
+    )
+    s = spec(instance_type="p5.48xlarge", region="eu-central-1", ssh_cidrs=["203.0.113.7/32"])
+    with pytest.raises(SpecError) as e:
+        pp.PulumiProvisioner("file:///tmp/x").up(s, lambda _m: None)
+    assert e.value.field == "region" and e.value.exit_code == 2
+    assert "eu-central-1 does not offer p5.48xlarge" in e.value.problem
+    assert registered == []
+    assert calls == [("up", None), ("destroy", None)]

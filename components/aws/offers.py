@@ -1,0 +1,70 @@
+"""Does the region (and zone) offer the instance type? EC2 is asked before anything is created."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi_aws as aws
+
+from components.errors import SpecError
+from components.offers import Availability, under_mocks
+
+API = "EC2 DescribeInstanceTypeOfferings"
+CATALOG_HINT = "see `gpufleet catalog --cloud aws`"
+
+
+def offerings(instance_type: str, region: str, location_type: str) -> list[str]:
+    """The locations (region, or zone names) that offer the type: a synchronous invoke, so it
+    runs before any resource is registered, on `pulumi preview` and `up` alike."""
+    found = aws.ec2.get_instance_type_offerings(
+        location_type=location_type,
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])
+        ],
+        region=region,
+    )
+    return list(found.locations or [])
+
+
+def first_zone(locations: list[str], instance_type: str, region: str) -> str:
+    """The zone a new subnet goes in: the first (by name) that offers the instance type."""
+    if not locations:
+        raise SpecError(
+            "instance_type",
+            f"{instance_type} is not offered in any availability zone of {region}",
+            f"pick another region, or another type ({CATALOG_HINT})",
+        )
+    return sorted(locations)[0]
+
+
+def check_zones(asked: list[str], offered: list[str], instance_type: str, region: str) -> None:
+    """Refuse a zone the spec names (zone, or any of zones) that does not offer the type."""
+    for zone in asked:
+        if zone not in offered:
+            others = ", ".join(sorted(offered)) or "none"
+            raise SpecError(
+                "zone",
+                f"{zone} does not offer {instance_type} (zones of {region} that do: {others})",
+                f"pick one of those zones, or drop zone to let gpufleet choose ({CATALOG_HINT})",
+            )
+
+
+def check_offered(spec: Any, instance_type: str, region: str) -> tuple[str, Availability]:
+    """The zone the fleet goes in, once EC2 says the region and that zone offer the type.
+
+    Raises SpecError (field region or zone) before anything is registered otherwise.
+    """
+    if not offerings(instance_type, region, "region"):
+        raise SpecError(
+            "region",
+            f"{region} does not offer {instance_type}",
+            f"pick another region that offers it ({CATALOG_HINT}; "
+            f"`aws ec2 describe-instance-type-offerings --filters Name=instance-type,"
+            f"Values={instance_type} --region REGION`)",
+        )
+    offered = offerings(instance_type, region, "availability-zone")
+    check_zones(list(spec.zone_choices), offered, instance_type, region)
+    zone = spec.zone or first_zone(offered, instance_type, region)
+    offline = under_mocks()
+    source = f"a stand-in for {API} (components/aws/mocks.py)" if offline else API
+    return zone, Availability("offline" if offline else "live", f"{region} ({zone})", source)

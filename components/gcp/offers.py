@@ -1,0 +1,56 @@
+"""Does the zone offer the machine type? GCE is asked before anything is created."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.errors import SpecError
+from components.gcp.rules import series, zone_and_region, zones_for
+from components.offers import Availability, under_mocks
+
+API = "GCE machineTypes.list"
+TABLE = "gpufleet's zone table (components/gcp/rules.py ZONES)"
+
+
+def machine_types(machine_type: str, zone: str) -> list[str]:
+    """The names GCE lists for `machine_type` in `zone`: a synchronous invoke, so it runs
+    before any resource is registered. Empty when the zone does not offer it."""
+    import pulumi_gcp as gcp
+
+    found = gcp.compute.get_machine_types(zone=zone, filter=f"name = {machine_type}")
+    return [m.name for m in found.machine_types or []]
+
+
+def check_offered(spec: Any, it: Any) -> Availability:
+    """Refuse (SpecError) a zone that does not offer the type: live from GCE, offline from the
+    table. Every zone in `zones` is checked, since each may get its turn."""
+    zone, region = zone_and_region(spec)
+    zones = list(spec.zone_choices) or [zone]
+    field = "zone" if spec.zone else "region"
+    host = it.cloud_machine_type
+    where = f"{region} ({', '.join(zones)})"
+    if under_mocks():
+        # No credentials offline: the table is what gpufleet knows. A zone it does not list
+        # may still offer the type (the table is not complete), so it is not refused here.
+        unlisted = [z for z in zones if z not in zones_for(it.name, region)]
+        if unlisted:
+            return Availability(
+                "not-checked",
+                where,
+                f"{TABLE} does not list {', '.join(unlisted)} for {series(it.name)}; "
+                f"`up` asks {API}",
+            )
+        return Availability("offline", where, TABLE)
+    for z in zones:
+        if host not in machine_types(host, z):
+            offered = ", ".join(zones_for(it.name, region)) or "none known"
+            raise SpecError(
+                field,
+                f"{z} does not offer {host} (GCE lists no such machine type there)",
+                f"pick another zone (gpufleet's table for {region}: {offered}; "
+                f"`gcloud compute machine-types list --filter=name={host}`)",
+            )
+    source = API
+    if it.accelerator:  # N1: the host is everywhere; its attached GPU is the scarce part
+        source += f" (the {host} host; the {it.accelerator}'s zones from {TABLE})"
+    return Availability("live", where, source)
