@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync
+DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync jq
 
 .PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench faults clean
 

@@ -114,17 +114,18 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
-        # GCP (GPUFLEET_TTL_ACTION=none): GCE deletes the VM at terminationTime; no guest timer.
-        if ctx.expires_at and env.get("GPUFLEET_TTL_ACTION") != "none"
+        if ctx.expires_at
         else "",
         guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
 
 
-# What the node's own timer does at its expiry. GCP: nothing; GCE deletes the VM at its
-# scheduling.terminationTime, and a guest poweroff first would clear that timestamp and leave
-# a stopped VM billed (limit-vm-runtime docs). Azure: delete itself (a stopped VM is billed).
-TTL_ACTION: dict[str, str] = {"gcp": "none", "azure": "delete-vm"}
+# What the node's own timer does at its expiry or lease (images/ttl/gpufleet-expire); the rest
+# power off (AWS: terminate, the launch template's shutdown behaviour). GCP: delete itself
+# through the Compute API, never a poweroff, which would clear GCE's termination timestamp and
+# leave a stopped VM billed (limit-vm-runtime docs); GCE's terminationTime stays the hard
+# expiry. Azure: delete itself through ARM (a stopped VM is billed).
+TTL_ACTION: dict[str, str] = {"gcp": "gce-delete", "azure": "arm-delete"}
 
 # Files a cloud's guest needs before its own agents start (cloud-init's write_files runs in
 # cloud-init.service, before network-online.target, which google-guest-agent waits for).

@@ -42,6 +42,19 @@ def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
     return explain(text) if explain else None
 
 
+def refuse_extension(cloud: str, created_expiry: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when the cloud itself removes a running cluster created to expire at
+    `created_expiry` before `wanted` (GCE's terminationTime), else None."""
+    if cloud not in _FLEETS:
+        return None
+    try:
+        rules = importlib.import_module(f"{_FLEETS[cloud]}.rules")
+    except ModuleNotFoundError:
+        return None
+    refuse = getattr(rules, "refuse_extension", None)
+    return refuse(created_expiry, wanted) if refuse else None
+
+
 # The stack config key that places each cloud's provider: resources land there, whatever the
 # spec says.
 REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}

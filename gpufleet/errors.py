@@ -10,6 +10,8 @@ __all__ = [
     "CatalogError",
     "ClusterExists",
     "ClusterNotFound",
+    "ExtendFailed",
+    "ExtendRefused",
     "GpufleetError",
     "GroupError",
     "HostKeyMismatch",
@@ -217,3 +219,27 @@ class SyncFailed(GpufleetError):
             "`--sync-method paramiko` copies without rsync",
         )
         self.node, self.code, self.detail = node, code, detail
+
+
+class ExtendRefused(GpufleetError):
+    """The cloud cannot keep the cluster past `latest`; raised before anything changed."""
+
+    exit_code = 2
+
+    def __init__(self, name: str, latest: float, problem: str, fix: str):
+        super().__init__(f"cannot extend {name!r}: {problem}", hint=fix)
+        self.name = name
+        self.latest = latest
+
+
+class ExtendFailed(GpufleetError):
+    """Some nodes did not take the new expiry (node -> why); the record keeps the old one."""
+
+    def __init__(self, name: str, failed: dict[str, str]):
+        detail = "; ".join(f"{n}: {why}" for n, why in sorted(failed.items()))
+        super().__init__(
+            f"the new expiry of {name!r} did not reach {len(failed)} node(s): {detail}",
+            hint=f"run `gpufleet extend {name} ...` again; a node not reached keeps its old expiry",
+        )
+        self.name = name
+        self.failed = failed

@@ -113,7 +113,8 @@ def extend(name: str, minutes: int) -> float:
             hint="re-create it with a longer --ttl",
         )
     move(info, expires_at)
-    state.save(info.model_copy(update={"expires_at": expires_at}))
+    # reloaded: first contact with the nodes may have rotated their host keys in the record
+    state.save(state.load(name).model_copy(update={"expires_at": expires_at}))
     return expires_at
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -20,33 +18,31 @@ def gpufleet_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("GPUFLEET_HOME", str(home))
     yield home
     # Safety net for a test that failed before its own teardown: nothing started under this
-    # home (sshd, watchdog, QEMU, holder) outlives it. Fixtures that assert "no leftovers"
-    # tear down before this one, so a real leak still fails its test.
-    stop_processes_under(home / "clusters")
+    # home (sshd, watchdog, QEMU, holder, mux, sessions) outlives it. Fixtures that assert
+    # "no leftovers" tear down before this one, so a real leak still fails its test.
+    monkeypatch.setenv("GPUFLEET_HOME", str(home))  # in case the test pointed it elsewhere
+    stop_everything_under(home)
 
 
-def _processes_under(root: Path) -> list[int]:
-    marker = (str(root) + "/").encode()
-    found = []
-    for p in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if int(p.name) != os.getpid() and marker in (p / "cmdline").read_bytes():
-                found.append(int(p.name))
-    return found
+def stop_everything_under(home: Path) -> None:
+    """Stop each cluster folder's holder, head mux and sandbox processes, then any strays.
 
+    GPUFLEET_HOME must name `home`: the helpers find a cluster's processes through it.
+    """
+    from gpufleet import state
+    from gpufleet.provision import local
+    from gpufleet.remote import head, holder
 
-def stop_processes_under(root: Path, grace_s: float = 2.0) -> None:
-    """TERM, then KILL after a grace, every process whose command line names `root`."""
-    pids = _processes_under(root)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and (pids := _processes_under(root)):
-            time.sleep(0.05)
-        if not pids:
-            return
+    clusters = home / "clusters"
+    for cdir in sorted(clusters.iterdir()) if clusters.is_dir() else []:
+        if not cdir.is_dir():
+            continue
+        with contextlib.suppress(Exception):
+            holder.stop(cdir.name)
+        with contextlib.suppress(Exception):
+            head.stop_mux(state.load(cdir.name))  # as `down` does; a damaged record: below
+        local.stop_by_folder(cdir.name)  # sshds, watchdog, QEMU, sessions, mux by folder
+    local.terminate(local.stray_processes())  # of folders already removed
 
 
 @pytest.fixture

@@ -28,13 +28,3 @@ def test_every_python_package_is_listed_for_the_wheel():
         for init in (ROOT / top).rglob("__init__.py"):
             pkg = ".".join(init.parent.relative_to(ROOT).parts)
             assert pkg in listed, f"{pkg} is missing from [tool.setuptools] packages"
-
-
-def test_every_folder_of_the_node_image_recipe_ships_in_the_wheel():
-    """The wheel's components/_shipped/images must hold every folder the recipe renders from
-    (a missing one broke `plan` and `image render` from an installed wheel)."""
-    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    data = PYPROJECT["tool"]["setuptools"]["package-data"]
-    for folder in sorted({p.parent for p in (ROOT / "images").rglob("*") if p.is_file()}):
-        pkg = ".".join(("components", "_shipped", *folder.relative_to(ROOT).parts))
-        assert pkg in listed and pkg in data, f"{pkg} (from {folder}) does not ship in the wheel"

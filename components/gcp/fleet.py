@@ -13,8 +13,11 @@ from components.gcp.network import build_networks, ssh_tag, worker_nat
 from components.gcp.offers import check_offered
 from components.gcp.rules import (
     COMPACT_SERIES,
+    SELF_DELETE_PERMISSIONS,
     check_spec,
     labels,
+    node_account_id,
+    self_delete_role_id,
     termination_time,
     zone_and_region,
 )
@@ -48,6 +51,60 @@ def scheduling(spec: Any, expires_at: float) -> Any:
     when = pulumi.Output.from_input(expires_at).apply(termination_time)
     args.update(instance_termination_action="DELETE", termination_time=when)
     return gcp.compute.InstanceSchedulingArgs(**args)
+
+
+# The node's token must be able to call the Compute API at all: a VM's access scopes cap what
+# its service account may do, and IAM (the role below) is what actually limits it
+# (compute/docs/access/service-accounts#scopes_best_practice).
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class SelfDelete:
+    """What lets a node delete its own VM at its lease or expiry (images/ttl/gpufleet-expire).
+
+    One service account per cluster, attached to every node; a custom role holding only
+    compute.instances.delete; and that role granted on each of the cluster's instances (an
+    instance-level binding, compute/docs/access/managing-access-to-resources), never on the
+    project: the account can delete this cluster's VMs and touch nothing else. Both ids carry
+    a digest of the cluster's fixed expiry, so a cluster re-created under the same name gets new
+    ones: a deleted custom role's id stays taken for 37 days (iam projects.roles.delete).
+    """
+
+    def __init__(self, name: str, cluster: str, expires_at: Any, child: Any):
+        self.account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=expires_at.apply(lambda e: node_account_id(cluster, e)),
+            display_name=f"gpufleet {cluster} nodes"[:100],
+            description=f"gpufleet cluster {cluster}: its nodes delete themselves at expiry",
+            opts=child,
+        )
+        self.role = gcp.projects.IAMCustomRole(
+            f"{name}-self-delete",
+            role_id=expires_at.apply(lambda e: self_delete_role_id(cluster, e)),
+            title=f"gpufleet {cluster}: delete own VMs"[:100],
+            description="Lets a gpufleet node delete its own VM at its lease or expiry",
+            permissions=list(SELF_DELETE_PERMISSIONS),
+            opts=child,
+        )
+        self.member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
+
+    def attach(self) -> Any:
+        """The instance's service account: this cluster's, with a token the Compute API takes."""
+        return gcp.compute.InstanceServiceAccountArgs(
+            email=self.account.email, scopes=[CLOUD_PLATFORM_SCOPE]
+        )
+
+    def grant(self, label: str, vm: Any, child: Any) -> Any:
+        """The role on this one instance, for the cluster's account."""
+        return gcp.compute.InstanceIAMMember(
+            label,
+            instance_name=vm.name,
+            zone=vm.zone,
+            project=vm.project,
+            role=self.role.name,
+            member=self.member,
+            opts=child,
+        )
 
 
 def reservation_affinity(name: str | None) -> Any:
@@ -100,6 +157,7 @@ class GpuFleet(GpufleetComponent):
         # for A3); the recipe mounts them as one RAID0 (images/steps/45-local-ssd.sh).
         scratch = [gcp.compute.InstanceScratchDiskArgs(interface="NVME")] * it.local_ssds or None
         ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
+        self_delete = SelfDelete(name, spec.name, self.expires_at, child)
 
         vms = []
         for i in range(spec.nodes):
@@ -140,8 +198,10 @@ class GpuFleet(GpufleetComponent):
                 tags=[name, ssh_tag(name)] if public else [name],
                 allow_stopping_for_update=True,
                 reservation_affinity=reservation_affinity(spec.reservation),
+                service_account=self_delete.attach(),
                 opts=child,
             )
+            self_delete.grant(f"{name}-node-{i}-self-delete", vm, child)
             vms.append(vm)
         self.finish(
             [

@@ -13,7 +13,17 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             if nic.get("accessConfigs"):
                 nic["accessConfigs"] = [{"natIp": f"198.51.100.{10 + count % 200}"}]
         disk = {**inputs.get("bootDisk", {}), "source": f"projects/p/zones/z/disks/{name}"}
-        return {"networkInterfaces": nics, "instanceId": f"{1000 + count}", "bootDisk": disk}
+        return {
+            "networkInterfaces": nics,
+            "instanceId": f"{1000 + count}",
+            "bootDisk": disk,
+            "name": f"{name}-4f2a9c1",  # Pulumi's auto-name: the resource name + a suffix
+            "project": "p",
+        }
+    if typ == "gcp:serviceaccount/account:Account":
+        return {"email": f"{inputs['accountId']}@p.iam.gserviceaccount.com"}
+    if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+        return {"name": f"projects/p/roles/{inputs['roleId']}"}
     if typ in (
         "gcp:compute/resourcePolicy:ResourcePolicy",
         "gcp:compute/network:Network",

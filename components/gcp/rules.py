@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -119,6 +120,46 @@ def zone_and_region(spec: Any) -> tuple[str, str]:
 def termination_time(expires_at: float) -> str:
     """GCE's `scheduling.terminationTime`: RFC 3339 in UTC."""
     return datetime.fromtimestamp(int(expires_at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# All a node's own service account may do: delete a VM (instances.delete's one permission,
+# compute/docs/reference/rest/v1/instances/delete), granted on the cluster's instances only.
+SELF_DELETE_PERMISSIONS = ("compute.instances.delete",)
+
+
+def _digest(cluster: str, expires_at: float) -> str:
+    return hashlib.sha256(f"{cluster}:{int(expires_at)}".encode()).hexdigest()[:8]
+
+
+def node_account_id(cluster: str, expires_at: float) -> str:
+    """The nodes' service account id: 6-30 of [a-z0-9-], a letter first (iam
+    projects.serviceAccounts.create), unique per cluster creation."""
+    return f"gf-{cluster[:17]}-{_digest(cluster, expires_at)}"
+
+
+def self_delete_role_id(cluster: str, expires_at: float) -> str:
+    """The custom role's id: 3-64 of [a-zA-Z0-9_.] (iam projects.roles.create); new per cluster
+    creation, as a deleted role's id cannot be reused for 37 days."""
+    return f"gpufleet_{cluster.replace('-', '_')}_{_digest(cluster, expires_at)}"
+
+
+def refuse_extension(termination: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when `wanted` is past the VMs' terminationTime (`termination`), else None.
+
+    GCE changes a VM's scheduling, terminationTime included, only while it is stopped:
+    "You can only call this method on a stopped instance, that is, a VM instance that is in a
+    TERMINATED state" (compute/docs/reference/rest/v1/instances/setScheduling). Stopping a GPU
+    node ends its job, drops its local SSD data and may not get its capacity back, so gpufleet
+    does not move it: GCE deletes the VMs at that time whatever the nodes are told.
+    """
+    if wanted <= termination:
+        return None
+    when = termination_time(termination).replace("T", " ").replace("Z", " UTC")
+    return (
+        f"GCE deletes its VMs at their terminationTime, {when}, which cannot move while "
+        "they run (instances.setScheduling takes only a stopped VM)",
+        f"extend to at most {when}, or re-create the cluster with a longer --ttl",
+    )
 
 
 def labels(tags: dict[str, Any]) -> dict[str, Any]:

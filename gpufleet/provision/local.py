@@ -382,7 +382,11 @@ class LocalProvisioner:
         progress(f"stopped {len(info.nodes)} sandbox nodes")
 
     def extend(self, info: ClusterInfo, expires_at: float) -> None:
-        """Move the hard expiry the watchdog reads."""
+        """Move the hard expiry the watchdog reads: in each node's state folder over SSH, as on
+        a cloud (provision/nodeexpiry.py), then the cluster's file (the watchdog's fallback)."""
+        from gpufleet.provision.nodeexpiry import write_node_expiry
+
+        write_node_expiry(info, expires_at)
         _write(state.cluster_dir(info.name) / "expires_at", f"{expires_at:.0f}\n", 0o644)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
@@ -450,12 +454,14 @@ def _read_epoch(path: Path) -> float | None:
 
 
 def _node_deadline(cdir: Path, node: str) -> float | None:
-    """When a node removes itself: min(hard expiry, lease); None: never."""
-    ends = [
-        t
-        for t in (_read_epoch(cdir / "expires_at"), _read_epoch(cdir / "nodes" / node / "lease"))
-        if t is not None
-    ]
+    """When a node removes itself: min(hard expiry, lease); None: never. As on a cloud node
+    (images/ttl/gpufleet-expire), a hard expiry `extend` wrote to the node's own state
+    directory replaces the one it was created with."""
+    ndir = cdir / "nodes" / node
+    hard = _read_epoch(ndir / "expires_at")
+    if hard is None:
+        hard = _read_epoch(cdir / "expires_at")
+    ends = [t for t in (hard, _read_epoch(ndir / "lease")) if t is not None]
     return min(ends) if ends else None
 
 

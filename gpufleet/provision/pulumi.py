@@ -243,7 +243,13 @@ class PulumiProvisioner:
             outputs,
             ssh_key_path=str(key),
             known_hosts_path=str(kh),
-            provider={"backend": backend_url(self.backend), "stack": name},
+            provider={
+                "backend": backend_url(self.backend),
+                "stack": name,
+                # the expiry the stack was created with (GCE's terminationTime on GCP): `extend`
+                # moves info.expires_at, never this
+                "created_expires_at": outputs.get("expires_at"),
+            },
         )
 
     def _destroy(self, stack: Any, progress: Progress) -> None:
@@ -257,6 +263,24 @@ class PulumiProvisioner:
         stack = _stack(info.provider.get("stack") or info.name, backend)
         progress(f"pulumi destroy: stack {stack.name}")
         self._destroy(stack, progress)
+
+    def extend(self, info: ClusterInfo, expires_at: float) -> None:
+        """Move the cluster's hard expiry on its nodes, over SSH (the stack keeps its own).
+
+        The nodes' user data, tags and labels keep the creation-time expiry: changing them
+        would make the clouds replace or refuse the VMs (README, "Expiry is fixed once per
+        cluster"). Refused before anything changes where the cloud itself would remove the
+        VMs earlier (GCP's terminationTime).
+        """
+        from components.registry import refuse_extension
+        from gpufleet.errors import ExtendRefused
+        from gpufleet.provision.nodeexpiry import write_node_expiry
+
+        created = info.provider.get("created_expires_at") or info.expires_at
+        refusal = refuse_extension(info.cloud, float(created), expires_at) if created else None
+        if refusal:
+            raise ExtendRefused(info.name, float(created), *refusal)
+        write_node_expiry(info, expires_at)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.

@@ -54,22 +54,33 @@ def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
 LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
 
 
-def lease_command(until: float | None) -> str:
-    """Write the lease (epoch seconds) into the node's gpufleet state directory, atomically;
-    None removes it (the hard expiry alone applies again).
+def state_file_command(name: str, epoch: float | None) -> str:
+    """Write epoch seconds to `name` in the node's gpufleet state directory, atomically; None
+    removes the file.
 
-    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet, through
-    sudo when the SSH user cannot write there.
+    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet (root's),
+    through sudo when the SSH user cannot write there.
     """
     d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
-    if until is None:
-        return d + 'rm -f "$d/lease" 2>/dev/null || sudo -n rm -f "$d/lease"'
-    value = str(int(until))
+    if epoch is None:
+        return d + f'rm -f "$d/{name}" 2>/dev/null || sudo -n rm -f "$d/{name}"'
+    value = str(int(epoch))
     return (
-        d
-        + f'{{ echo {value} > "$d/lease.tmp" && mv -f "$d/lease.tmp" "$d/lease"; }} 2>/dev/null || '
-        f'echo {value} | sudo -n tee "$d/lease" >/dev/null'
+        d + f'{{ echo {value} > "$d/{name}.tmp" && mv -f "$d/{name}.tmp" "$d/{name}"; }} '
+        f'2>/dev/null || echo {value} | sudo -n tee "$d/{name}" >/dev/null'
     )
+
+
+def lease_command(until: float | None) -> str:
+    """The lease: the node removes itself at min(hard expiry, lease); None: the hard expiry
+    alone applies again."""
+    return state_file_command("lease", until)
+
+
+def expiry_command(expires_at: float) -> str:
+    """A new hard expiry (`gpufleet extend`), which the node's expiry prefers to the one it
+    booted with (images/ttl/gpufleet-expire; the sandbox watchdog)."""
+    return state_file_command("expires_at", expires_at)
 
 
 def tar_files(files: dict[str, bytes | str]) -> bytes:
@@ -546,7 +557,13 @@ class Group:
         Runs on its own threads over the open connections (the group's workers may all be
         busy with the job); node -> None, or why it failed.
         """
-        cmd = lease_command(until)
+        return self._on_every_node(lease_command(until), timeout)
+
+    def write_expiry(self, expires_at: float, timeout: float = 20.0) -> dict[str, str | None]:
+        """Move every node's hard expiry (`gpufleet extend`); node -> None, or why it failed."""
+        return self._on_every_node(expiry_command(expires_at), timeout)
+
+    def _on_every_node(self, cmd: str, timeout: float) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
 
         def one(node: NodeInfo) -> None:

@@ -58,7 +58,8 @@ def spawn(name: str) -> None:
     """Start the holder for `name` in the background (a second one exits at once)."""
     with contextlib.suppress(OSError), open(state.cluster_dir(name) / "holder.log", "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "gpufleet.remote.holder", name],
+            # the folder in argv lets folder-based cleanup (sweep, a test's teardown) find it
+            [sys.executable, "-m", "gpufleet.remote.holder", name, f"{state.cluster_dir(name)}/"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -147,7 +148,8 @@ def _is_holder(pid: int, name: str) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"gpufleet.remote.holder" in cmd and name.encode() in cmd
+    folder = f"{state.cluster_dir(name)}/".encode()
+    return b"gpufleet.remote.holder" in cmd and name.encode() in cmd and folder in cmd
 
 
 class Holder:
@@ -283,5 +285,5 @@ def main(name: str) -> None:
         holder.group.close()
 
 
-if __name__ == "__main__" and len(sys.argv) == 2:
+if __name__ == "__main__" and len(sys.argv) == 3:  # NAME FOLDER/ (the folder: for cleanup)
     main(sys.argv[1])

@@ -2,14 +2,12 @@
 # The node's expiry is armed by cloud-init itself, before the recipe runs (the TTL section of
 # images/templates/cloud-init.yaml.j2), so a node whose recipe fails still goes away on time.
 # This step only checks that the timer is there and enabled, and enables it again if not.
-# GCP (GPUFLEET_TTL_ACTION=none): GCE deletes the VM at its terminationTime itself.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 [ "${GPUFLEET_BAKE:-0}" = 1 ] && skip "baking an image: an expiry timer would be baked into every node"
 [ -n "${GPUFLEET_EXPIRES_AT:-}" ] || skip "no TTL"
-[ "${GPUFLEET_TTL_ACTION:-poweroff}" = none ] && skip "the cloud removes this node at its expiry"
 units="$R/etc/systemd/system"
 when="$(date -u -d "@$GPUFLEET_EXPIRES_AT" '+%Y-%m-%d %H:%M:%S UTC')"
 if [ ! -f "$units/gpufleet-ttl.timer" ] || [ ! -x "$R/usr/local/sbin/gpufleet-expire" ]; then

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.conftest import ROOT, requires_sshd, requires_torch
+from tests.integration.conftest import ROOT, requires_sshd, requires_torch, run_in_session
 
 WORKFLOW = ROOT / "examples" / "ci" / "nightly.yml"
 
@@ -70,18 +70,11 @@ def test_step_scripts_pass_shellcheck(name):
     assert r.returncode == 0, r.stdout
 
 
-def _run_help() -> str:
-    return subprocess.run([sys.executable, "-m", "gpufleet", "run", "--help"],
-                          capture_output=True, text=True, cwd=ROOT).stdout  # fmt: skip
-
-
 @requires_sshd
 @requires_torch
 @pytest.mark.sandbox
 def test_train_collect_and_teardown_steps_on_the_sandbox(tmp_path, gpufleet_home):
     """The three `run:` steps, verbatim, with CLOUD=local instead of a cloud account."""
-    if "--yes" not in _run_help() or "--json" not in _run_help():
-        pytest.skip("`run --yes/--json` (issue 10 §2/§6) are not on this branch yet")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "gpufleet"
@@ -104,10 +97,9 @@ def test_train_collect_and_teardown_steps_on_the_sandbox(tmp_path, gpufleet_home
     }
     s = steps()
 
-    def step(name: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", s[name]["run"]],
-                              env=env, cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+    def step(name: str) -> subprocess.CompletedProcess:  # a timeout kills the run bash started
+        return run_in_session(["bash", "--noprofile", "--norc", "-e", "-c", s[name]["run"]],
+                              env=env, cwd=tmp_path, timeout=300)  # fmt: skip
 
     train = step("Train")
     assert train.returncode == 0, train.stderr

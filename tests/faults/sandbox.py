@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.provision.local import _descendants, folder_processes, sandbox_processes
-from tests.integration.conftest import ROOT, cli_env, gpufleet, sshd_of
+from tests.integration.conftest import ROOT, cli_env, gpufleet, kill_group, sshd_of
 
 
 @dataclass
@@ -56,8 +56,17 @@ class Run:
         self._reader.join(5)
         return rc, ended, "".join(self.lines)
 
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A test that failed before finish(): kill the run's whole group (the home's
+        teardown then removes its cluster)."""
+        kill_group(self.proc)
+
 
 def start_run(home: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """Start `gpufleet run`; use as `with start_run(...) as run:` so it never outlives the test."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpufleet", "run", *args],
         stdout=subprocess.PIPE,

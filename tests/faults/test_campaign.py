@@ -77,25 +77,25 @@ def run_case(home, case: Case, i: int) -> tuple[int | None, float, list[str]]:
         job = 'if [ "$GPUFLEET_NODE" = node-1 ]; then sleep 1; exit 3; fi; sleep 60'
     elif case.what in ("node-killed", "node-hung"):
         job = "sleep 120"
-    run = start_run(home, "--name", name, "--nodes", str(case.nodes), "--launcher", "none",
-                    "--", job)  # fmt: skip
-    assert run.wait_for(MOMENTS[case.moment], timeout=120), "".join(run.lines)
-    if case.moment == "running":
-        time.sleep(1)
-    stopped: list[int] = []
-    t0 = time.monotonic()
-    if case.what in SIGNALS:
-        run.proc.send_signal(getattr(signal, case.what))
-    elif case.what == "node-killed":
-        signal_node(home, name, "node-1", signal.SIGKILL)
-    elif case.what == "node-hung":
-        stopped = signal_node(home, name, "node-1", signal.SIGSTOP)
-    try:
-        rc, ended, out = run.finish(timeout=180)
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+    with start_run(home, "--name", name, "--nodes", str(case.nodes), "--launcher", "none",
+                   "--", job) as run:  # fmt: skip
+        assert run.wait_for(MOMENTS[case.moment], timeout=120), "".join(run.lines)
+        if case.moment == "running":
+            time.sleep(1)
+        stopped: list[int] = []
+        t0 = time.monotonic()
+        if case.what in SIGNALS:
+            run.proc.send_signal(getattr(signal, case.what))
+        elif case.what == "node-killed":
+            signal_node(home, name, "node-1", signal.SIGKILL)
+        elif case.what == "node-hung":
+            stopped = signal_node(home, name, "node-1", signal.SIGSTOP)
+        try:
+            rc, ended, out = run.finish(timeout=180)
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
     assert "Traceback" not in out, out
     if case.what == "SIGKILL":  # cannot be caught: the cluster is listed, `down` removes it
         listed = gpufleet(home, "list", "--json").stdout

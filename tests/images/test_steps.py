@@ -697,6 +697,100 @@ def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(tm
     assert "powering off" in r.stderr
 
 
+def fake_gce_curl(node: Node, delete_rc: int) -> None:
+    """curl as a GCE VM sees it: the metadata server answers, the Compute API DELETE exits
+    `delete_rc` (22: curl -f on an HTTP error, e.g. 403 without compute.instances.delete)."""
+    (node.bin / "curl").write_text(
+        f'#!/bin/sh\necho "curl $*" >> {node.calls}\ncase "$*" in\n'
+        f"  *DELETE*) exit {delete_rc} ;;\n"
+        "  *default/token*) echo "
+        """'{"access_token":"ya29.tok","expires_in":3599,"token_type":"Bearer"}' ;;\n"""
+        "  *instance/zone*) echo projects/123456/zones/us-central1-c ;;\n"
+        "  *instance/name*) echo gcp-a2-node-0-4f2a9c1 ;;\n"
+        "  *project/project-id*) echo proj-1 ;;\n"
+        "esac\n"
+    )
+
+
+@pytest.fixture
+def gcp_node(tmp_path) -> Node:
+    node = prebake(make_node(tmp_path, "gcp", "a2-highgpu-8g"))
+    node.set_env(GPUFLEET_EXPIRES_AT="1900000000")
+    node.put("var/lib/gpufleet/lease", "1000\n")  # the CLI that renewed it died
+    return node
+
+
+def test_gcp_node_past_its_lease_deletes_its_vm_through_the_compute_api(gcp_node):
+    """GCE deletes a VM at its terminationTime only (limit-vm-runtime), so a lease shorter than
+    that is the node's to enforce. A VM gets an OAuth token for its attached service account
+    from the metadata server (GET http://metadata.google.internal/computeMetadata/v1/instance/
+    service-accounts/default/token with "Metadata-Flavor: Google"; compute/docs/access/
+    authenticate-workloads#applications), its name, zone (projects/NUMBER/zones/ZONE) and
+    project id from the same server (compute/docs/metadata/predefined-metadata-keys), and
+    deletes itself with DELETE https://compute.googleapis.com/compute/v1/projects/{project}/
+    zones/{zone}/instances/{instance} (compute/docs/reference/rest/v1/instances/delete)."""
+    fake_gce_curl(gcp_node, 0)
+    r = expire(gcp_node)
+    assert r.returncode == 0, r.stderr
+    calls = gcp_node.recorded().splitlines()
+    assert all("-H Metadata-Flavor: Google" in c for c in calls if "metadata.google" in c)
+    (delete,) = [c for c in calls if "-X DELETE" in c]
+    assert delete.endswith(
+        "https://compute.googleapis.com/compute/v1/projects/proj-1/zones/us-central1-c/"
+        "instances/gcp-a2-node-0-4f2a9c1"
+    )
+    assert "Authorization: Bearer ya29.tok" in delete
+    assert "poweroff" not in gcp_node.recorded()
+
+
+def test_gcp_node_whose_self_delete_fails_never_powers_off(gcp_node):
+    """ "The termination timestamp is automatically cleared whenever a VM is stopped or
+    suspended" (cloud.google.com/compute/docs/instances/limit-vm-runtime): a guest poweroff
+    after a failed DELETE would leave a TERMINATED VM that GCE never deletes, its disks billed.
+    The node logs the failure and stays up for GCE's own terminationTime (the hard expiry)."""
+    fake_gce_curl(gcp_node, 22)
+    r = expire(gcp_node)
+    assert r.returncode == 1
+    assert "-X DELETE" in gcp_node.recorded() and "poweroff" not in gcp_node.recorded()
+    assert "terminationTime" in r.stderr
+
+
+def test_gcp_node_arms_the_expiry_timer_cloud_init_wrote(gcp_node):
+    """The GCP node now enforces its lease itself, so cloud-init arms the same timer there."""
+    for path in ("etc/systemd/system/gpufleet-ttl.timer", "usr/local/sbin/gpufleet-expire"):
+        assert (gcp_node.root / path).is_file()
+    assert gcp_node.node_env["GPUFLEET_TTL_ACTION"] == "gce-delete"
+    r = gcp_node.run("60-ttl.sh")
+    assert r.returncode == 0 and "already satisfied: expiry timer enabled" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("hard", "extended", "lease", "removed"),
+    [
+        ("1000", "1900000000", None, False),  # extended past the user data's expiry
+        ("1900000000", "1000", None, True),  # extended to an earlier time: that time
+        ("1000", "12ab", None, True),  # a torn override: the user data's expiry
+        ("1000", "1900000000", "1000", True),  # a lapsed lease still ends it earlier
+    ],
+)
+def test_an_extended_hard_expiry_replaces_the_one_from_user_data(
+    p4d, hard, extended, lease, removed
+):
+    """cloud-init writes /etc/gpufleet/env once per instance (write_files' module frequency is
+    "once-per-instance", cloud-init docs "Module reference: Write Files"), so a changed user
+    data never reaches a running node, and the stack keeps it fixed anyway (changing it makes
+    the clouds replace or refuse the VMs: README, "Expiry is fixed once per cluster"). `gpufleet
+    extend` writes the new hard expiry to /var/lib/gpufleet/expires_at over SSH instead, and the
+    expiry script prefers it to GPUFLEET_EXPIRES_AT."""
+    p4d.set_env(GPUFLEET_EXPIRES_AT=hard)
+    p4d.put("var/lib/gpufleet/expires_at", extended + "\n")
+    if lease is not None:
+        p4d.put("var/lib/gpufleet/lease", lease + "\n")
+    r = expire(p4d)
+    assert r.returncode == 0, r.stderr
+    assert p4d.recorded() == ("systemctl poweroff\n" if removed else "")
+
+
 def test_aws_expiry_only_powers_off(p4d):
     p4d.set_env(GPUFLEET_EXPIRES_AT="1000")
     r = expire(p4d)
@@ -726,19 +820,6 @@ def test_apt_waits_for_the_lock_unattended_upgrades_holds_on_first_boot(tmp_path
     assert 'APT::Periodic::Unattended-Upgrade "0";' in conf
     assert 'DPkg::Lock::Timeout "600";' in conf
     assert "dpkg -i" not in (STEPS / "lib.sh").read_text().split("cuda_repo()")[1]
-
-
-def test_gcp_node_never_powers_itself_off_at_expiry(tmp_path):
-    """GCE clears a VM's termination timestamp when the VM is stopped, so a guest poweroff
-    before GCE's own DELETE leaves a stopped VM whose disks stay billed
-    (cloud.google.com/compute/docs/instances/limit-vm-runtime: "The termination timestamp is
-    automatically cleared whenever a VM is stopped or suspended"). GCE's terminationTime deletes
-    the node; the node arms no poweroff of its own."""
-    node = prebake(make_node(tmp_path, "gcp", "a2-highgpu-8g"))
-    assert node.node_env["GPUFLEET_TTL_ACTION"] == "none"
-    assert not (node.root / "etc/systemd/system/gpufleet-ttl.timer").exists()
-    r = node.run("60-ttl.sh")
-    assert r.returncode == 0 and "skipped" in r.stdout and node.recorded() == ""
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,12 +78,37 @@ def cli_env(home: Path) -> dict[str, str]:
 
 def gpufleet(home: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess against this test's state dir."""
-    return subprocess.run(
-        [sys.executable, "-m", "gpufleet", *args],
-        capture_output=True,
+    argv = [sys.executable, "-m", "gpufleet", *args]
+    return run_in_session(argv, timeout=timeout, env=cli_env(home), cwd=ROOT, **kw)
+
+
+def run_in_session(
+    argv: list[str], timeout: float, input: str | None = None, **kw
+) -> subprocess.CompletedProcess:
+    """subprocess.run(capture_output=True, text=True), but in a session of its own: on
+    timeout its whole process group is killed (ssh clients, a local torchrun, the CLI a
+    script started), not just its first process; the home's teardown removes clusters."""
+    if input is not None:
+        kw["stdin"] = subprocess.PIPE
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        env=cli_env(home),
-        cwd=ROOT,
+        start_new_session=True,
         **kw,
-    )
+    ) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session=True and its whole group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=10)

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from gpufleet.provision.local import (
+    _descendants,
     _write,
     find_sshd,
+    folder_processes,
     free_port,
     pick_addresses,
-    sandbox_processes,
     sshd_config,
     terminate,
 )
@@ -73,7 +74,11 @@ def hosts(tmp_path: Path) -> Iterator[Hosts]:
             h.workdirs.append(d / "work")
         yield h
     finally:
-        terminate(sandbox_processes(MARK) + [p.pid for p in h.procs])
+        # their sessions are the listeners' descendants (sandbox_processes(MARK) looks under
+        # $GPUFLEET_HOME and cannot see them); a holder `exec` left goes with the home
+        listeners = [p.pid for p in h.procs]
+        sessions = [pid for lst in listeners for pid in _descendants(lst)]
+        terminate(sorted(set(sessions) | set(folder_processes(tmp_path))) + listeners)
         for p in h.procs:
             p.wait(timeout=10)
 

@@ -106,5 +106,8 @@ def test_extend_moves_the_expiry_the_watchdog_reads(gpufleet_home):
         assert expires and abs(expires - (time.time() + 2 * 86400)) < 600
         written = float((state.cluster_dir("ext") / "expires_at").read_text())
         assert abs(written - expires) < 2
+        # and on the node itself, over SSH, where a cloud node's expiry script reads it
+        on_node = state.cluster_dir("ext") / "nodes" / "node-0" / "expires_at"
+        assert on_node.read_text() == f"{int(expires)}\n"
     finally:
         gpufleet(gpufleet_home, "down", "ext")

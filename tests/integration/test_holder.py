@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from gpufleet import state
+from gpufleet.provision.local import folder_processes
 from gpufleet.remote import holder
 from tests.integration.conftest import ROOT, cli_env, gpufleet, leftovers, requires_sshd
 
@@ -103,6 +104,7 @@ def test_down_stops_the_holder(gpufleet_home):
         gpufleet(gpufleet_home, "exec", "h", "--", "true")
         _wait_for_holder("h")
         pid = int((state.cluster_dir("h") / "holder.pid").read_text())
+        assert pid in folder_processes(state.cluster_dir("h"))  # cleanup by folder finds it
     finally:
         down = gpufleet(gpufleet_home, "down", "h")
     assert down.returncode == 0, down.stderr

@@ -75,6 +75,29 @@ def test_watchdog_tears_down_at_expiry(gpufleet_home):
             state.forget("w")
 
 
+def test_an_extended_node_outlives_its_creation_expiry_and_goes_at_the_new_one(gpufleet_home):
+    """Shared with cloud nodes (images/ttl/gpufleet-expire): `extend` writes the new hard
+    expiry into each node's own state directory over SSH, on every provider, and the node's
+    expiry prefers it to the one it was created with, later or earlier."""
+    from gpufleet.provision.local import WATCH_EVERY_S
+    from gpufleet.provision.nodeexpiry import write_node_expiry
+
+    info = LocalProvisioner().up(ClusterSpec.from_input({"name": "x", "nodes": 2}), lambda m: None)
+    try:
+        write_node_expiry(state.load("x"), time.time() + 3600)
+        (state.cluster_dir("x") / "expires_at").write_text(f"{time.time() - 1:.0f}\n")
+        time.sleep(3 * WATCH_EVERY_S + 1)  # several watchdog passes past the creation expiry
+        running = {"node-0": "running", "node-1": "running"}
+        assert LocalProvisioner().status(state.load("x")) == running
+        write_node_expiry(state.load("x"), time.time() - 1)
+        assert _wait(lambda: not state.exists("x"), 30)
+        assert not sshd_of(gpufleet_home, "x") and not leftovers("x")
+    finally:
+        if state.exists("x"):
+            LocalProvisioner().down(info, lambda m: None)
+            state.forget("x")
+
+
 def test_lease_removes_only_the_node_whose_lease_ran_out(gpufleet_home):
     """Shared design: a node goes at min(hard expiry, lease); no lease file: the expiry alone."""
     info = LocalProvisioner().up(ClusterSpec.from_input({"name": "l", "nodes": 2}), lambda m: None)

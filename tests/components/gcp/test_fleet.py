@@ -312,3 +312,82 @@ def test_compact_placement_cap_is_enforced_in_the_spec():
         ClusterSpec.from_input({**base, "nodes": 151})
     assert e.value.field == "nodes" and "150" in e.value.problem
     ClusterSpec.from_input({**base, "nodes": 151, "instance_type": "g2-standard-8"})
+
+
+SA = "gcp:serviceaccount/account:Account"
+ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
+
+
+@pytest.mark.parametrize("stack", ["gcp-a2", "gcp-g2"])
+def test_every_node_runs_as_the_clusters_account_with_a_token_the_compute_api_takes(stack):
+    """A VM's processes get OAuth tokens for the service account attached to the instance from
+    the metadata server, limited by the instance's access scopes; with only the default scopes
+    the token cannot call the Compute API, and the recommended scope is cloud-platform with IAM
+    doing the limiting (compute/docs/access/service-accounts, "Access scopes"). The node's
+    expiry script deletes its VM with that token."""
+    p = plan(stack)
+    (sa,) = p.of_type(SA)
+    email = f"{sa.inputs['accountId']}@p.iam.gserviceaccount.com"
+    for vm in p.of_type(VM):
+        assert vm.inputs["serviceAccount"] == {
+            "email": email,
+            "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+        }
+
+
+def test_the_account_may_delete_the_clusters_instances_and_nothing_else(a2):
+    """compute.instances.delete is the one permission instances.delete needs
+    (compute/docs/reference/rest/v1/instances/delete, "IAM Permissions"). A role granted on the
+    project would reach every VM in it; Compute Engine takes IAM policies on single instances
+    (compute/docs/access/managing-access-to-resources, "Supported resources"), and a custom role
+    can hold exactly that permission (iam/docs/creating-custom-roles): one binding per instance,
+    for this cluster's account, on this cluster's instances, and no project-level binding."""
+    (sa,) = a2.of_type(SA)
+    (role,) = a2.of_type(ROLE)
+    assert role.inputs["permissions"] == ["compute.instances.delete"]
+    bindings = a2.of_type(BINDING)
+    vms = a2.of_type(VM)
+    assert len(bindings) == len(vms) == 2
+    assert {b.inputs["instanceName"] for b in bindings} == {f"{vm.name}-4f2a9c1" for vm in vms}
+    member = f"serviceAccount:{sa.inputs['accountId']}@p.iam.gserviceaccount.com"
+    for b in bindings:
+        assert b.inputs["role"] == f"projects/p/roles/{role.inputs['roleId']}"
+        assert b.inputs["member"] == member
+        assert b.inputs["zone"] == "us-central1-c" and "condition" not in b.inputs
+    assert not [r for r in a2.resources if r.type.startswith("gcp:projects/iAM") and r != role]
+
+
+def test_a_cluster_recreated_under_its_name_gets_a_new_role_and_account_id():
+    """A deleted custom role's id cannot be used again for 37 days: 7 days of soft deletion,
+    then 30 of permanent deletion (iam/docs/reference/rest/v1/projects.roles/delete;
+    iam/docs/creating-custom-roles "Deleting a custom role"). The ids carry a digest of the
+    cluster's expiry, fixed once per creation (components/expiry.py), so a re-created cluster
+    does not collide with its predecessor's soft-deleted role; both stay within IAM's formats
+    (account id: 6-30 of [a-z0-9-]; role id: up to 64 of [a-zA-Z0-9_.])."""
+    import re
+
+    from components.gcp.rules import node_account_id, self_delete_role_id
+
+    name = "a" + "-b" * 15 + "c"  # the longest cluster name (32)
+    for n in (name, "a", "gcp-a2"):
+        a, b = node_account_id(n, 1_900_000_000), node_account_id(n, 1_900_000_060)
+        assert a != b and all(re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", x) for x in (a, b))
+        r1, r2 = self_delete_role_id(n, 1_900_000_000), self_delete_role_id(n, 1_900_000_060)
+        assert r1 != r2 and all(re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", x) for x in (r1, r2))
+    assert node_account_id("gcp-a2", 1_900_000_000) == node_account_id("gcp-a2", 1_900_000_000)
+
+
+def test_the_nodes_enforce_their_lease_by_deleting_themselves_not_powering_off(a2):
+    """GCE's terminationTime deletes a VM at the hard expiry; "the termination timestamp is
+    automatically cleared whenever a VM is stopped" (limit-vm-runtime), so the node's own expiry
+    deletes the VM (gce-delete) and never powers off; terminationTime stays as the hard expiry."""
+    import yaml
+
+    for vm in a2.of_type(VM):
+        doc = yaml.safe_load(vm.inputs["metadata"]["user-data"])
+        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        assert "GPUFLEET_TTL_ACTION=gce-delete" in files["/etc/gpufleet/env"]
+        assert "/usr/local/sbin/gpufleet-expire" in files
+        assert ["systemctl", "enable", "--now", "--no-block", "gpufleet-ttl.timer"] in doc["runcmd"]
+        assert vm.inputs["scheduling"]["terminationTime"] == "2030-03-17T17:46:40Z"

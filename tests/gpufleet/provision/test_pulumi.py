@@ -284,6 +284,128 @@ def test_other_failures_are_not_retried_in_another_zone(gpufleet_home, monkeypat
     assert not isinstance(err, pp.CapacityError) and "UnauthorizedOperation" in err.message
 
 
+# --- `gpufleet extend` on cloud clusters (the nodes are faked; the record is real) ----------
+
+HOUR = 3600
+
+
+def cloud_record(cloud: str, created: float) -> None:
+    from gpufleet import state
+    from tests.gpufleet.clusters import cluster
+
+    info = cluster(cloud=cloud).model_copy(
+        update={
+            "name": "c",
+            "expires_at": created,
+            "provider": {"stack": "c", "created_expires_at": created},
+        }
+    )
+    state.cluster_dir("c").mkdir(parents=True, exist_ok=True)
+    state.save(info)
+
+
+@pytest.fixture
+def node_writes(gpufleet_home, monkeypatch):
+    """write_node_expiry's calls: (cluster, expires_at); the SSH side is tested on the sandbox."""
+    from gpufleet.provision import nodeexpiry
+
+    calls: list[tuple[str, float]] = []
+    monkeypatch.setattr(nodeexpiry, "write_node_expiry", lambda i, e: calls.append((i.name, e)))
+    return calls
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_extend_moves_every_nodes_own_expiry_and_the_record(node_writes, cloud, capsys):
+    """EC2 and Azure VMs have no lifetime of their own: an EC2 instance runs until it is
+    stopped or terminated (the launch template's instance-initiated shutdown behaviour makes
+    the node's poweroff a terminate, facts §1.9), and Azure has no VM TTL (facts §3.7). The
+    node's own timer is the only expiry, so the new time written to every node is the whole
+    extension; the stack and its tags keep the creation-time expiry."""
+    import time
+
+    from gpufleet import state
+    from gpufleet.cli import main
+
+    created = time.time() + HOUR
+    cloud_record(cloud, created)
+    assert main(["extend", "c", "2d"]) == 0
+    ((name, when),) = node_writes
+    assert name == "c" and abs(when - (time.time() + 2 * 86400)) < 600
+    info = state.load("c")
+    assert info.expires_at == when and info.provider["created_expires_at"] == created
+    assert "now expires at" in capsys.readouterr().err
+
+
+def test_extend_past_gces_termination_time_is_refused_before_anything_changes(node_writes, capsys):
+    """GCE deletes the VMs at scheduling.terminationTime, and instances.setScheduling "can only
+    [be called] on a stopped instance, that is, a VM instance that is in a TERMINATED state"
+    (compute/docs/reference/rest/v1/instances/setScheduling): a running VM's termination time
+    cannot move. Extending past it would be a promise GCE breaks, so it is refused, with the
+    way out, before any node or the record is touched."""
+    import time
+
+    from gpufleet import state
+    from gpufleet.cli import main
+
+    created = time.time() + HOUR
+    cloud_record("gcp", created)
+    assert main(["extend", "c", "2h"]) == 2
+    err = capsys.readouterr().err
+    assert "terminationTime" in err and "fix:" in err and "--ttl" in err
+    assert "Traceback" not in err
+    assert node_writes == [] and state.load("c").expires_at == created
+
+
+def test_extend_on_gcp_within_its_termination_time_reaches_the_nodes(node_writes):
+    """Up to terminationTime the node's own expiry is what ends a GCP cluster (it deletes its
+    VM through the Compute API): moving it there is an extension GCE honours."""
+    import time
+
+    from gpufleet import state
+    from gpufleet.cli import main
+
+    created = time.time() + 4 * HOUR
+    cloud_record("gcp", created)
+    assert main(["extend", "c", "3h"]) == 0
+    ((_, when),) = node_writes
+    assert when <= created and state.load("c").expires_at == when
+
+
+def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
+    gpufleet_home, monkeypatch, capsys
+):
+    """A node that did not take the new time still goes at its old one: the record must not
+    say otherwise, and the error names the node and says to run extend again."""
+    import time
+
+    from gpufleet import remote, state
+    from gpufleet.cli import main
+
+    class HalfGroup:
+        def __init__(self, info):
+            self.info = info
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def wait_ready(self, *_a, **_k):
+            pass
+
+        def write_expiry(self, when):
+            return {"node-0": None, "node-1": "exit 1"}
+
+    monkeypatch.setattr(remote, "Group", HalfGroup)
+    created = time.time() + HOUR
+    cloud_record("aws", created)
+    assert main(["extend", "c", "2h"]) == 1
+    err = capsys.readouterr().err
+    assert "node-1: exit 1" in err and "gpufleet extend c" in err and "node-0:" not in err
+    assert state.load("c").expires_at == created
+
+
 class ProgramStack(FakeStack):
     """A stack whose `up` runs the inline program under mocks, as the Automation API runs it
     in this process; a program that raises fails `up` with the engine's wrapped error."""

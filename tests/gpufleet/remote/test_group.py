@@ -102,3 +102,17 @@ def test_lease_command_writes_and_removes_the_lease_in_the_state_dir(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lease"]
     subprocess.run(["sh", "-c", lease_command(None)], env=env, check=True)
     assert not (tmp_path / "lease").exists()
+
+
+def test_expiry_command_replaces_the_hard_expiry_file_in_the_state_dir(tmp_path):
+    """`extend` writes the new hard expiry beside the lease, atomically (a node's timer may
+    read it at any moment); writing again replaces it."""
+    import subprocess
+
+    from gpufleet.remote.group import expiry_command
+
+    env = {"GPUFLEET_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for when in (1900000000.4, 1900003600):
+        subprocess.run(["sh", "-c", expiry_command(when)], env=env, check=True)
+        assert (tmp_path / "expires_at").read_text() == f"{int(when)}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expires_at"]
