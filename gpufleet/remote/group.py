@@ -65,9 +65,12 @@ def state_file_command(name: str, epoch: float | None) -> str:
     if epoch is None:
         return d + f'rm -f "$d/{name}" 2>/dev/null || sudo -n rm -f "$d/{name}"'
     value = str(int(epoch))
+    # The same temp-file-and-rename either way: `sudo tee` truncates the file in place, and
+    # gpufleet-expire reading it in between would take the empty file for "no override".
+    write = """'cat > "$1.tmp" && mv -f "$1.tmp" "$1"' sh"""
     return (
-        d + f'{{ echo {value} > "$d/{name}.tmp" && mv -f "$d/{name}.tmp" "$d/{name}"; }} '
-        f'2>/dev/null || echo {value} | sudo -n tee "$d/{name}" >/dev/null'
+        d + f'echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
+        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"'
     )
 
 
