@@ -40,10 +40,9 @@ test: deps-test
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
-# Only the --cloud vm tests (`make test` runs them too): real QEMU VMs, a one-time image build
-# as root, then minutes per TCG boot. GPUFLEET_VM_TESTS=0 leaves them out of `make test`.
+# --cloud vm end to end: real QEMU VMs (a one-time image build as root, then minutes per TCG boot).
 test-vm: deps-test
-	$(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
+	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
 
 fmt: venv
 	$(BIN)/ruff format .

@@ -16,8 +16,10 @@ def vm_skip_reason() -> str | None:
     """Why the VM tests cannot run here, or None."""
     from gpufleet.errors import MissingTool
 
-    if os.environ.get("GPUFLEET_VM_TESTS") == "0":
-        return "VM tests turned off: GPUFLEET_VM_TESTS=0"
+    if os.environ.get("GPUFLEET_VM_TESTS") != "1":
+        # Opt-in until they are seen green: at load 30-55 on a 2-core box a TCG boot took
+        # over 20 minutes, too long for everyone's whole-suite run (`make test-vm` runs them).
+        return "VM tests are opt-in: GPUFLEET_VM_TESTS=1 (make test-vm)"
     from gpufleet.provision.vmimage import require_tools
 
     try:
