@@ -30,28 +30,27 @@ def spec_rules(spec: Any) -> None:
     rules.spec_rules(spec)
 
 
-def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
-    """(problem, fix) for a deployment error the cloud's rules recognise, else None."""
+def _rule(cloud: str, name: str) -> Any:
+    """The function `name` of the cloud's rules module, or None where it has none."""
     if cloud not in _FLEETS:
         return None
     try:
         rules = importlib.import_module(f"{_FLEETS[cloud]}.rules")
     except ModuleNotFoundError:
         return None
-    explain = getattr(rules, "explain_failure", None)
+    return getattr(rules, name, None)
+
+
+def explain_failure(cloud: str, text: str) -> tuple[str, str] | None:
+    """(problem, fix) for a deployment error the cloud's rules recognise, else None."""
+    explain = _rule(cloud, "explain_failure")
     return explain(text) if explain else None
 
 
 def refuse_extension(cloud: str, created_expiry: float, wanted: float) -> tuple[str, str] | None:
     """(problem, fix) when the cloud itself removes a running cluster created to expire at
     `created_expiry` before `wanted` (GCE's terminationTime), else None."""
-    if cloud not in _FLEETS:
-        return None
-    try:
-        rules = importlib.import_module(f"{_FLEETS[cloud]}.rules")
-    except ModuleNotFoundError:
-        return None
-    refuse = getattr(rules, "refuse_extension", None)
+    refuse = _rule(cloud, "refuse_extension")
     return refuse(created_expiry, wanted) if refuse else None
 
 
