@@ -68,9 +68,12 @@ def state_file_command(name: str, epoch: float | None) -> str:
     # The same temp-file-and-rename either way: `sudo tee` truncates the file in place, and
     # gpufleet-expire reading it in between would take the empty file for "no override".
     write = """'cat > "$1.tmp" && mv -f "$1.tmp" "$1"' sh"""
+    # SSH answers before cloud-init's final stage, where the recipe makes the folder: the first
+    # lease of a new cluster must not fail for want of it (seen on `--cloud vm`).
+    mkdir = '{ [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d"; } && '
     return (
-        d + f'echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
-        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"'
+        d + mkdir + f'{{ echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
+        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"; }}'
     )
 
 

@@ -116,3 +116,17 @@ def test_expiry_command_replaces_the_hard_expiry_file_in_the_state_dir(tmp_path)
         subprocess.run(["sh", "-c", expiry_command(when)], env=env, check=True)
         assert (tmp_path / "expires_at").read_text() == f"{int(when)}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["expires_at"]
+
+
+def test_lease_is_written_before_the_recipe_has_made_the_state_dir(tmp_path):
+    """SSH answers before cloud-init's final stage, where the recipe creates /var/lib/gpufleet
+    (cloud-init runs `runcmd` in cloud-final, after sshd starts: cloud-init docs, "Boot stages");
+    `run` writes the first lease at that moment, so the command makes the folder itself."""
+    import subprocess
+
+    from gpufleet.remote.group import lease_command
+
+    state = tmp_path / "var/lib/gpufleet"
+    env = {"GPUFLEET_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["sh", "-c", lease_command(1900000000)], env=env, check=True)
+    assert (state / "lease").read_text() == "1900000000\n"
