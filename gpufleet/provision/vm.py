@@ -25,7 +25,14 @@ from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo,
 from gpufleet import state
 from gpufleet.errors import GpufleetError
 from gpufleet.provision import Progress
-from gpufleet.provision.local import _alive, _cmdline, _write, free_port, terminate
+from gpufleet.provision.local import (
+    _alive,
+    _cmdline,
+    _write,
+    folder_processes,
+    free_port,
+    terminate,
+)
 from gpufleet.provision.vmimage import (
     GUEST_PYTHON_DIR,
     PYTHON_SHARE_TAG,
@@ -315,7 +322,8 @@ class VmProvisioner:
             self._wait_ssh(info, progress)
             return info
         except BaseException:
-            terminate([p for p in pids.values() if _ours(p, cdir)])
+            # By folder too: a signal between starting QEMU and recording its PID.
+            terminate(_cluster_qemus(cdir, pids.values()))
             state.forget(spec.name)
             raise
 
@@ -351,8 +359,7 @@ class VmProvisioner:
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
         cdir = state.cluster_dir(info.name)
-        pids = [int(p) for p in info.provider.get("pids", {}).values()]
-        running = [p for p in pids if _ours(p, cdir)]
+        running = _cluster_qemus(cdir, info.provider.get("pids", {}).values())
         terminate(running, grace_s=5.0)
         for ndir in (cdir / "nodes").glob("*"):
             for f in ("disk.qcow2", "seed.iso"):
@@ -366,6 +373,13 @@ class VmProvisioner:
         return {
             n.name: "running" if _ours(pids.get(n.name, 0), cdir) else "gone" for n in info.nodes
         }
+
+
+def _cluster_qemus(cdir: Path, recorded) -> list[int]:
+    """This cluster's QEMU processes: the recorded PIDs still running QEMU for its folder, and
+    any QEMU whose command line names the folder (one started but not yet recorded)."""
+    found = {p for p in folder_processes(cdir) if "qemu-system" in _cmdline(p)}
+    return sorted({int(p) for p in recorded if _ours(int(p), cdir)} | found)
 
 
 def free_udp_port() -> int:

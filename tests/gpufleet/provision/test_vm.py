@@ -127,3 +127,41 @@ def test_spec_accepts_vm_without_gpus():
     assert type(for_cloud("vm")).__name__ == "VmProvisioner"
     with pytest.raises(SpecError, match="no GPUs"):
         ClusterSpec.from_input({"name": "v", "cloud": "vm", "gpus_per_node": 1})
+
+
+def test_down_stops_a_qemu_it_never_recorded_and_nothing_else(gpufleet_home, tmp_path):
+    """A signal between starting a node's QEMU and recording its PID must not leave the VM
+    running: `down` (and a failed `up`) also find QEMU by the folder its command line names.
+    Other processes naming the folder (a user's `ssh -F .../ssh_config`) are not QEMU: kept."""
+    import subprocess
+    import sys
+
+    from components.spec import ClusterInfo, NodeInfo
+    from gpufleet import state
+
+    cdir = state.cluster_dir("c")
+    (cdir / "nodes/node-0").mkdir(parents=True)
+    fake = tmp_path / "bin/qemu-system-x86_64"  # any program by that name will do
+    fake.parent.mkdir()
+    fake.symlink_to(sys.executable)
+    sleep = "import time; time.sleep(60)"
+    qemu = subprocess.Popen([str(fake), "-c", sleep, f"{cdir}/nodes/node-0/disk.qcow2"])
+    other = subprocess.Popen([sys.executable, "-c", sleep, f"{cdir}/ssh_config"])
+    try:
+        info = ClusterInfo(
+            name="c",
+            cloud="vm",
+            instance_type="vm",
+            nodes=[NodeInfo(name="node-0", private_ip="10.77.0.10", public_ip="127.0.0.1")],
+            ssh_user="u",
+            ssh_key_path="k",
+            known_hosts_path="kh",
+            provider={"pids": {}},
+        )
+        vm.VmProvisioner().down(info, lambda m: None)
+        assert qemu.wait(timeout=10) is not None
+        assert other.poll() is None
+    finally:
+        for p in (qemu, other):
+            p.kill()
+            p.wait()
