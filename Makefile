@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync jq
 
-.PHONY: demo test test-vm lint fmt venv debs deps-test deps-demo golden bench faults clean
+.PHONY: demo test test-quick test-vm lint fmt venv debs deps-test deps-demo golden bench faults clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,12 +35,18 @@ lint: deps-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Everything, the QEMU VM tests included (a one-time image build as root, then ~25 minutes of
+# TCG boots); `make test-quick` leaves the VMs out, `make test-vm` runs only them.
 test: deps-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q
+
+test-quick: deps-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
-# --cloud vm end to end: real QEMU VMs (a one-time image build as root, then minutes per TCG boot).
 test-vm: deps-test
 	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
 

@@ -367,6 +367,13 @@ class VmProvisioner:
                     (ndir / f).unlink()
         progress(f"stopped {len(running)} VMs, removed {len(info.nodes)} overlays")
 
+    def extend(self, info: ClusterInfo, expires_at: float) -> None:
+        """As on a cloud: the new hard expiry goes where each node's own expiry timer reads it
+        first (/var/lib/gpufleet/expires_at, over SSH); the seed keeps the creation-time one."""
+        from gpufleet.provision.nodeexpiry import write_node_expiry
+
+        write_node_expiry(info, expires_at)
+
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)
         pids = info.provider.get("pids", {})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import pytest
 from components.spec import ClusterInfo
 from tests.integration.conftest import ROOT, cli_env, gpufleet
 from tests.integration.vmfixtures import (
+    console_tail,
     image_cache,
     qemu_pids,
     requires_vm,
@@ -35,10 +37,12 @@ from tests.integration.vmfixtures import (
 pytestmark = [requires_vm, pytest.mark.timeout(5400)]
 STEPS = sorted(p.stem for p in (ROOT / "images/steps").glob("[0-9][0-9]-*.sh"))
 BOOT_S = 2400  # a TCG boot on a busy 2-core machine (5 VMs at once); KVM takes seconds
+REBOOT_S = 1200  # one VM's reboot, while the others are up
 TTL_NODE_ENV = {"node-1": {"GPUFLEET_GPUS": "1"}}
 # The expiry counts from creation, as on a cloud; it must fall after node-1's recipe has failed,
 # and a TCG boot of 5 VMs at once on 2 busy cores took up to 12 minutes to SSH.
 TTL_MIN = 15
+EXTEND_MIN = 3  # `extend` then moves the expiry about this much later
 CREATE = """
 import json, sys
 from components.spec import ClusterSpec
@@ -186,8 +190,20 @@ def one_vm(boots) -> tuple[Path, ClusterInfo]:
 
 
 def ready(info: ClusterInfo, node: int = 0) -> dict | None:
-    r = ssh(info, node, "cat /var/lib/gpufleet/ready.json 2>/dev/null", timeout=300)
+    try:
+        r = ssh(info, node, "cat /var/lib/gpufleet/ready.json 2>/dev/null", timeout=300)
+    except subprocess.TimeoutExpired:  # a node busy booting: ask again
+        return None
     return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
+
+
+def boot_id(info: ClusterInfo, node: int = 0) -> str:
+    """This boot's id ('' while the node does not answer)."""
+    try:
+        r = ssh(info, node, "cat /proc/sys/kernel/random/boot_id", timeout=300)
+    except subprocess.TimeoutExpired:
+        return ""
+    return r.stdout.strip() if r.returncode == 0 else ""
 
 
 def test_ssh_accepts_the_pinned_host_key_and_refuses_a_wrong_pin(one_vm, tmp_path):
@@ -211,8 +227,14 @@ def test_ssh_accepts_the_pinned_host_key_and_refuses_a_wrong_pin(one_vm, tmp_pat
 
 def test_recipe_takes_its_gpu_less_branches_and_a_reboot_reruns_it_idempotently(one_vm):
     """ready.json lists every step with its time; on the next boot every step exits early."""
-    _, info = one_vm
-    first = wait_for(lambda: ready(info), BOOT_S, every=5, what="ready.json after the first boot")
+    home, info = one_vm
+
+    def console() -> str:
+        return console_tail(home, info.name, "node-0")
+
+    first = wait_for(
+        lambda: ready(info), BOOT_S, every=5, what="ready.json after the first boot", detail=console
+    )
     assert [s["step"] for s in first["steps"]] == [s for s in STEPS if s != "90-ready"]
     results = {s["step"]: s["result"] for s in first["steps"]}
     assert results["00-base"] == "satisfied"  # the image has the base packages: no download
@@ -223,19 +245,23 @@ def test_recipe_takes_its_gpu_less_branches_and_a_reboot_reruns_it_idempotently(
     log = ssh(info, 0, "cat /var/log/gpufleet/recipe.log", timeout=300).stdout
     assert "10-driver: skipped: no GPUs on this node" in log
 
-    boot_id = ssh(info, 0, "cat /proc/sys/kernel/random/boot_id", timeout=300).stdout.strip()
-    assert boot_id
-    ssh(info, 0, "sudo systemctl reboot", timeout=300)
+    before = boot_id(info)
+    assert before
+    # Detached, so that the reboot does not depend on this SSH session outliving it.
+    reboot = "sudo sh -c 'nohup sh -c \"sleep 2; systemctl reboot\" >/dev/null 2>&1 &'"
+    r = ssh(info, 0, reboot, timeout=300)
+    assert r.returncode == 0, r.stderr
 
     def rebooted() -> dict | None:
         """ready.json written by the new boot's recipe (not the one the first boot left)."""
-        r = ssh(info, 0, "cat /proc/sys/kernel/random/boot_id", timeout=300)
-        now = r.stdout.strip() if r.returncode == 0 else ""
-        doc = ready(info) if now not in ("", boot_id) else None
+        now = boot_id(info)
+        doc = ready(info) if now not in ("", before) else None
         return doc if doc and doc.get("boot_id") == now else None
 
-    second = wait_for(rebooted, BOOT_S, every=10, what="ready.json after the reboot")
-    assert first["boot_id"] == boot_id
+    second = wait_for(
+        rebooted, REBOOT_S, every=10, what="ready.json after the reboot", detail=console
+    )
+    assert first["boot_id"] == before
     assert [s["step"] for s in second["steps"]] == [s["step"] for s in first["steps"]]
     assert {s["result"] for s in second["steps"]} <= {"satisfied", "skipped"}
     print(f"recipe seconds: first boot {first['seconds']}, after reboot {second['seconds']}")
@@ -277,7 +303,8 @@ def test_status_and_down_stop_exactly_the_clusters_qemu_processes(one_vm, boots)
 
 @pytest.fixture(scope="module")
 def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
-    """Two VMs with a TTL_MIN TTL; node-1's recipe fails at its first download (10-driver).
+    """Two VMs with a TTL_MIN TTL, then extended; node-1's recipe fails at its first download
+    (10-driver).
 
     GPUFLEET_GPUS=1 in node-1's env sends 10-driver to NVIDIA's repository, which a guest
     without egress cannot reach: the step fails, and the recipe stops before 60-ttl.
@@ -286,8 +313,16 @@ def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
     r = boot.finish(BOOT_S)
     assert r.returncode == 0, r.stdout[-3000:]
     print(r.stdout)
+    booted_with = boot.info().expires_at
+    # `gpufleet extend` moves the expiry that each node's own timer reads (as on a cloud) to a
+    # few minutes past the one in its seed: the nodes must keep running until the new one.
+    minutes = math.ceil((booted_with - time.time()) / 60) + EXTEND_MIN
+    r = gpufleet(boot.home, "extend", "vmttl", f"{minutes}m", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
     info = boot.info()
+    assert info.expires_at >= booted_with + 60
     gone = boot.gone
+    assert not gone, f"powered off before `extend` was even called: {gone}"
 
     def poll() -> bool:
         if len(gone) == len(info.nodes):
@@ -295,16 +330,24 @@ def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
         # A node that armed its timer is gone soon after expiry; give the other the same boot.
         return bool(gone) and time.time() - min(gone.values()) > 480
 
-    wait_for(poll, max(0.0, info.expires_at - time.time()) + BOOT_S, every=1, what="power-off")
+    wait_for(
+        poll,
+        max(0.0, info.expires_at - time.time()) + BOOT_S,
+        every=1,
+        what=f"power-off (off so far: {gone})",
+        detail=lambda: "\n".join(console_tail(boot.home, info.name, n.name) for n in info.nodes),
+    )
     return boot.home, info, gone
 
 
-def test_ttl_powers_the_vm_off_not_before_expiry(ttl_cluster):
+def test_ttl_powers_the_vm_off_not_before_its_extended_expiry(ttl_cluster):
     home, info, gone = ttl_cluster
     assert "node-0" in gone, "node-0 did not power off"
-    assert gone["node-0"] >= info.expires_at - 1  # never early (1 s: clock granularity)
+    # never early (1 s: clock granularity), and not at the expiry it booted with
+    assert gone["node-0"] >= info.expires_at - 1
     print(
-        f"node-0 off {gone['node-0'] - info.expires_at:+.0f}s after its expiry (TTL {TTL_MIN} min)"
+        f"node-0 off {gone['node-0'] - info.expires_at:+.0f}s after its extended expiry "
+        f"(TTL {TTL_MIN} min, then `extend`)"
     )
     r = gpufleet(home, "status", info.name, "--json")
     rows = {n["name"]: n["state"] for n in json.loads(r.stdout)["nodes"]}
@@ -343,7 +386,8 @@ def test_ttl_fires_even_when_a_recipe_step_fails_before_the_ttl_step(ttl_cluster
     assert "node-1" in gone, "node-1 (failed recipe step) did not power off after its TTL"
     assert gone["node-1"] >= info.expires_at - 1
     print(
-        f"node-1 off {gone['node-1'] - info.expires_at:+.0f}s after its expiry (TTL {TTL_MIN} min)"
+        f"node-1 off {gone['node-1'] - info.expires_at:+.0f}s after its extended expiry "
+        f"(TTL {TTL_MIN} min, then `extend`)"
     )
 
 
@@ -358,3 +402,42 @@ def test_two_vm_run_trains_over_the_private_segment_and_removes_the_vms(boots):
     assert "[node-1] rank 1: parameters match rank 0" in r.stdout
     assert not qemu_pids(boot.home / "clusters")
     assert json.loads(gpufleet(boot.home, "list", "--json").stdout)["clusters"] == []
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_run_stopped_while_its_vms_boot_removes_them(boots, tmp_path, sig, code):
+    """Ctrl-C (SIGINT) or SIGTERM to `run` while its VM boots: exactly its QEMU process is
+    stopped, the overlay removed, the cluster forgotten, and `run` exits 130/143."""
+    home = tmp_path / "home"
+    argv = [
+        *(sys.executable, "-m", "gpufleet", "run", "--cloud", "vm", "--nodes", "1"),
+        *("--name", f"vmsig{int(sig)}", "--workdir", str(ROOT / "examples")),
+        *("--", "train_ddp.py"),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(home),
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: qemu_pids(home / "clusters"), 600, every=0.5, what="run's QEMU process")
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        left = qemu_pids(home / "clusters")
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    print(out[-2000:])
+    assert proc.returncode == code, out[-3000:]
+    assert not left, "run left its VM running"
+    assert "Traceback" not in out
+    assert not list(home.glob("clusters/*/nodes/*/disk.qcow2"))
+    assert json.loads(gpufleet(home, "list", "--json").stdout)["clusters"] == []

@@ -17,9 +17,8 @@ def vm_skip_reason() -> str | None:
     from gpufleet.errors import MissingTool
 
     if os.environ.get("GPUFLEET_VM_TESTS") != "1":
-        # Opt-in until they are seen green: at load 30-55 on a 2-core box a TCG boot took
-        # over 20 minutes, too long for everyone's whole-suite run (`make test-vm` runs them).
-        return "VM tests are opt-in: GPUFLEET_VM_TESTS=1 (make test-vm)"
+        # `make test` (and so CI) sets it; a bare `pytest` skips the ~25 minutes of TCG boots.
+        return "VM tests run with GPUFLEET_VM_TESTS=1 (make test, make test-vm)"
     from gpufleet.provision.vmimage import require_tools
 
     try:
@@ -70,13 +69,22 @@ def ssh(info: ClusterInfo, node: int, *command: str, timeout: float = 120):
     )
 
 
-def wait_for(predicate, timeout: float, every: float = 2.0, what: str = "condition"):
-    """Poll until predicate() is truthy; its value, or an AssertionError naming `what`."""
+def wait_for(predicate, timeout: float, every: float = 2.0, what: str = "condition", detail=None):
+    """Poll until predicate() is truthy; its value, or an AssertionError naming `what` (and
+    what detail() says: e.g. the end of the node's serial console)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
+            more = f"\n{detail()}" if detail else ""
+            raise AssertionError(f"{what}: not reached within {timeout:.0f}s{more}")
         time.sleep(every)
+
+
+def console_tail(home: Path, cluster: str, node: str, chars: int = 4000) -> str:
+    """The end of a VM's serial console, which says where a boot or the recipe stopped."""
+    log = home / "clusters" / cluster / "nodes" / node / "console.log"
+    text = log.read_text(errors="replace") if log.exists() else "(no console.log)"
+    return f"--- {log} (last {chars} chars) ---\n{text[-chars:]}"
