@@ -64,6 +64,19 @@ def run_cmd() -> list[str]:
     ]
 
 
+def cli_popen(argv: list[str], home: Path, **kw) -> subprocess.Popen:
+    """A gpufleet process against `home`, its output (stderr too) on a pipe."""
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(home),
+        cwd=ROOT,
+        **kw,
+    )
+
+
 def running_nodes(cluster_dir: Path) -> set[str]:
     """Node names whose QEMU process is still running."""
     out = subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True).stdout
@@ -143,15 +156,7 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
 
     def start(key: str, name: str, argv: list[str]) -> None:
         home = tmp_path_factory.mktemp(f"vm-{key}")
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=cli_env(home),
-            cwd=ROOT,
-        )
-        made[key] = Boot(home, name, proc)
+        made[key] = Boot(home, name, cli_popen(argv, home))
 
     # One image for every VM test of the session and of later sessions (CI may cache it).
     os.environ.setdefault("GPUFLEET_IMAGE_CACHE", str(image_cache()))
@@ -414,15 +419,7 @@ def test_a_run_stopped_while_its_vms_boot_removes_them(boots, tmp_path, sig, cod
         *("--name", f"vmsig{int(sig)}", "--workdir", str(ROOT / "examples")),
         *("--", "train_ddp.py"),
     ]
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=cli_env(home),
-        cwd=ROOT,
-        start_new_session=True,
-    )
+    proc = cli_popen(argv, home, start_new_session=True)
     try:
         wait_for(lambda: qemu_pids(home / "clusters"), 600, every=0.5, what="run's QEMU process")
         proc.send_signal(sig)
