@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,20 +89,46 @@ def running_nodes(cluster_dir: Path) -> set[str]:
 
 @dataclass
 class Boot:
-    """One cluster being created by its own process (each has its own GPUFLEET_HOME)."""
+    """One cluster being created by its own process (each has its own GPUFLEET_HOME).
+
+    `then` runs as soon as the process has succeeded, whenever the test that needs the cluster
+    comes (the TTL cluster is extended before the expiry it booted with, not after the tests
+    before it in this file); finish() raises what it raised.
+    """
 
     home: Path
     name: str
     proc: subprocess.Popen
+    then: Callable[[Boot], None] | None = None
     started: float = field(default_factory=time.monotonic)
     out: str = ""
     seconds: float | None = None
     gone: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)  # what `then` saw
+    done: threading.Event = field(default_factory=threading.Event)
+    failed: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        try:
+            out = self.proc.stdout.read() if self.proc.stdout else ""
+            self.proc.wait()
+            self.out, self.seconds = out, time.monotonic() - self.started
+            if self.proc.returncode == 0 and self.then is not None:
+                self.then(self)
+        except BaseException as e:  # reported by finish(), in the test that needs the cluster
+            self.failed = e
+        finally:
+            self.done.set()
 
     def finish(self, timeout: float) -> subprocess.CompletedProcess:
-        out, _ = self.proc.communicate(timeout=timeout)
-        self.out, self.seconds = out, time.monotonic() - self.started
-        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, "")
+        if not self.done.wait(timeout):
+            raise AssertionError(f"{self.name}: not created within {timeout:.0f}s")
+        if self.failed is not None:
+            raise self.failed
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.out, "")
 
     def info(self) -> ClusterInfo:
         return ClusterInfo.model_validate_json(
@@ -135,10 +161,11 @@ class Boot:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)  # `run`/`up` tear down what they made
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.communicate(timeout=120)
+                self.proc.wait(timeout=120)
             if self.proc.poll() is None:
                 self.proc.kill()
-                self.proc.communicate()
+                self.proc.wait()
+        self.done.wait(600)  # `then` (an `extend`) is not left running against the cluster
         if (self.home / "clusters" / self.name).exists():
             gpufleet(self.home, "down", self.name, timeout=300)
         cdir = self.home / "clusters" / self.name
@@ -154,9 +181,9 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
     """Start every VM of this module at once; each test waits for the one it needs."""
     made: dict[str, Boot] = {}
 
-    def start(key: str, name: str, argv: list[str]) -> None:
+    def start(key: str, name: str, argv: list[str], then=None) -> None:
         home = tmp_path_factory.mktemp(f"vm-{key}")
-        made[key] = Boot(home, name, cli_popen(argv, home))
+        made[key] = Boot(home, name, cli_popen(argv, home), then)
 
     # One image for every VM test of the session and of later sessions (CI may cache it).
     os.environ.setdefault("GPUFLEET_IMAGE_CACHE", str(image_cache()))
@@ -172,7 +199,8 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
         start("one", "vm1", create_cmd({"name": "vm1", "cloud": "vm", "nodes": 1,
                                         "ttl_minutes": 120}))  # fmt: skip
         start("ttl", "vmttl", create_cmd({"name": "vmttl", "cloud": "vm", "nodes": 2,
-                                          "ttl_minutes": TTL_MIN}, TTL_NODE_ENV))  # fmt: skip
+                                          "ttl_minutes": TTL_MIN}, TTL_NODE_ENV),
+              then=extend_past_the_seed_expiry)  # fmt: skip
         made["ttl"].gone = made["ttl"].watch_power()
         yield made
     finally:
@@ -306,6 +334,17 @@ def test_status_and_down_stop_exactly_the_clusters_qemu_processes(one_vm, boots)
     assert running_nodes(boots["ttl"].home / "clusters" / "vmttl") >= others
 
 
+def extend_past_the_seed_expiry(boot: Boot) -> None:
+    """`gpufleet extend`, right after the TTL cluster is up: the expiry each node's own timer
+    reads (/var/lib/gpufleet/expires_at, as on a cloud) moves a few minutes past the one in its
+    seed, and the nodes must keep running until the new one."""
+    booted_with = boot.info().expires_at
+    minutes = math.ceil((booted_with - time.time()) / 60) + EXTEND_MIN
+    r = gpufleet(boot.home, "extend", boot.name, f"{minutes}m", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    boot.notes.update(booted_with=booted_with, gone=dict(boot.gone))
+
+
 @pytest.fixture(scope="module")
 def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
     """Two VMs with a TTL_MIN TTL, then extended; node-1's recipe fails at its first download
@@ -318,16 +357,10 @@ def ttl_cluster(boots) -> tuple[Path, ClusterInfo, dict[str, float]]:
     r = boot.finish(BOOT_S)
     assert r.returncode == 0, r.stdout[-3000:]
     print(r.stdout)
-    booted_with = boot.info().expires_at
-    # `gpufleet extend` moves the expiry that each node's own timer reads (as on a cloud) to a
-    # few minutes past the one in its seed: the nodes must keep running until the new one.
-    minutes = math.ceil((booted_with - time.time()) / 60) + EXTEND_MIN
-    r = gpufleet(boot.home, "extend", "vmttl", f"{minutes}m", timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
     info = boot.info()
-    assert info.expires_at >= booted_with + 60
+    assert info.expires_at >= boot.notes["booted_with"] + 60
+    assert not boot.notes["gone"], f"off before `extend` was called: {boot.notes['gone']}"
     gone = boot.gone
-    assert not gone, f"powered off before `extend` was even called: {gone}"
 
     def poll() -> bool:
         if len(gone) == len(info.nodes):
