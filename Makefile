@@ -56,7 +56,7 @@ fmt: venv
 
 # Regenerate golden files after an intended change to rendered text; review the diff.
 golden: deps-test
-	GPUFLEET_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests -k golden
+	GPUFLEET_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q $$(grep -rl --include='*.py' 'golden(' tests)
 
 # A longer fault campaign than CI's (signals and faults at random moments of a run).
 FAULTS ?= 60

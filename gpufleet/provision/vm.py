@@ -47,6 +47,7 @@ from gpufleet.sshkeys import generate_ed25519
 PRIVATE_NET = "10.77.0"  # /24; node K is .(K+10)
 PUBLIC_GUEST_IP = "10.0.2.15"  # QEMU user-mode networking's guest address
 MEMORY_MB = 1536  # torch's import and a small DDP job fit; several VMs fit on a laptop
+SLOW_COMMAND_S = 180.0  # one short command on a TCG guest (software emulation, busy booting)
 BOOT_TIMEOUT_S = float(os.environ.get("GPUFLEET_VM_BOOT_TIMEOUT", "1200"))
 
 
@@ -372,7 +373,9 @@ class VmProvisioner:
         first (/var/lib/gpufleet/expires_at, over SSH); the seed keeps the creation-time one."""
         from gpufleet.provision.nodeexpiry import write_node_expiry
 
-        write_node_expiry(info, expires_at)
+        # Under TCG a node still finishing its boot took over 20 s (the default) for this one
+        # sudo write: the file arrived after `extend` had given up and called it failed.
+        write_node_expiry(info, expires_at, timeout=SLOW_COMMAND_S)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)
