@@ -35,7 +35,7 @@ lint: deps-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Everything, the QEMU VM tests included (a one-time image build as root, then ~25 minutes of
+# Everything, the QEMU VM tests included (a one-time image build as root, then ~20 minutes of
 # TCG boots); `make test-quick` leaves the VMs out, `make test-vm` runs only them.
 test: deps-test
 	$(BIN)/ruff check .

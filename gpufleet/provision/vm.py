@@ -315,7 +315,10 @@ class VmProvisioner:
                 python="python3",
                 expires_at=expires_at,
                 env={"GLOO_SOCKET_IFNAME": "eth1", "PYTHONPATH": GUEST_PYTHON_DIR},
-                provider={"pids": pids, "accel": accel, "image": str(image.dir)},
+                provider={"pids": pids, "accel": accel, "image": str(image.dir)}
+                # Under TCG a node still booting took over 20 s (the default) for one short
+                # sudo write: lease and extend gave up while the write was still arriving.
+                | ({"command_timeout_s": SLOW_COMMAND_S} if accel == "tcg" else {}),
                 host_key_rotation=HostKeyRotation(),  # Debian's sshd and key path, as a cloud's
             )
             _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
@@ -373,9 +376,7 @@ class VmProvisioner:
         first (/var/lib/gpufleet/expires_at, over SSH); the seed keeps the creation-time one."""
         from gpufleet.provision.nodeexpiry import write_node_expiry
 
-        # Under TCG a node still finishing its boot took over 20 s (the default) for this one
-        # sudo write: the file arrived after `extend` had given up and called it failed.
-        write_node_expiry(info, expires_at, timeout=SLOW_COMMAND_S)
+        write_node_expiry(info, expires_at)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)

@@ -570,6 +570,8 @@ class Group:
         return self._on_every_node(expiry_command(expires_at), timeout)
 
     def _on_every_node(self, cmd: str, timeout: float) -> dict[str, str | None]:
+        # A provider whose nodes are slow by nature (--cloud vm under TCG) says so in its record.
+        timeout = max(timeout, float(self.info.provider.get("command_timeout_s") or 0))
         out: dict[str, str | None] = {}
 
         def one(node: NodeInfo) -> None:

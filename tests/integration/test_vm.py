@@ -259,7 +259,16 @@ def test_ssh_accepts_the_pinned_host_key_and_refuses_a_wrong_pin(one_vm, tmp_pat
 
 
 def test_recipe_takes_its_gpu_less_branches_and_a_reboot_reruns_it_idempotently(one_vm):
-    """ready.json lists every step with its time; on the next boot every step exits early."""
+    """ready.json lists every step with its time; on the next boot the recipe runs again and
+    every step exits early.
+
+    What the node's systemd does on that later boot: cloud-final.service is
+    After=multi-user.target (cloud-init's systemd/cloud-final.service.tmpl), and a target is
+    ordered after the units it wants unless they are already ordered before it (systemd
+    src/core/unit.c, unit_add_default_target_dependency). A recipe unit WantedBy=multi-user and
+    After=cloud-final without After=multi-user is a cycle, which systemd breaks by dropping a
+    job, here the recipe (canonical/cloud-init#5830): the console must show no cycle.
+    """
     home, info = one_vm
 
     def console() -> str:

@@ -394,7 +394,7 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
         def wait_ready(self, *_a, **_k):
             pass
 
-        def write_expiry(self, when, timeout=20.0):
+        def write_expiry(self, when):
             return {"node-0": None, "node-1": "exit 1"}
 
     monkeypatch.setattr(remote, "Group", HalfGroup)

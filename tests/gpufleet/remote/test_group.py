@@ -130,3 +130,50 @@ def test_lease_is_written_before_the_recipe_has_made_the_state_dir(tmp_path):
     env = {"GPUFLEET_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"}
     subprocess.run(["sh", "-c", lease_command(1900000000)], env=env, check=True)
     assert (state / "lease").read_text() == "1900000000\n"
+
+
+@pytest.mark.parametrize(
+    ("provider", "result"), [({}, "timed out"), ({"command_timeout_s": 5}, None)]
+)
+def test_a_provider_with_slow_nodes_gets_a_longer_wait_for_lease_writes(
+    monkeypatch, provider, result
+):
+    """A node that answers a lease write after the default wait (a TCG VM still booting took
+    over 20 s) is reported as failed, unless its provider recorded a longer command timeout;
+    `extend` writes through the same path."""
+    import time
+
+    from components.spec import ClusterInfo, NodeInfo
+    from gpufleet.remote.group import Group
+
+    class SlowChannel:
+        def settimeout(self, _t):
+            pass
+
+        def exec_command(self, _cmd):
+            pass
+
+        def recv_exit_status(self):
+            time.sleep(0.6)
+            return 0
+
+        def close(self):
+            pass
+
+    class Transport:
+        def open_session(self, timeout=None):
+            return SlowChannel()
+
+    info = ClusterInfo(
+        name="c",
+        cloud="vm",
+        instance_type="vm",
+        ssh_user="u",
+        ssh_key_path="k",
+        known_hosts_path="kh",
+        nodes=[NodeInfo(name="node-0", private_ip="a", public_ip="a")],
+        provider=provider,
+    )
+    g = Group(info)
+    monkeypatch.setattr(g, "_transport", lambda node: Transport())
+    assert g.write_lease(1900000000, timeout=0.2) == {"node-0": result}
