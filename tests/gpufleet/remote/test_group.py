@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from components.spec import NodeInfo
+from components.spec import ClusterInfo, NodeInfo
 from gpufleet.remote.group import (
     PID_MARK,
     Group,
@@ -75,20 +75,22 @@ def test_line_splitter_strips_marker_and_streams_whole_lines():
     assert g._pids == {"node-3": 42}
 
 
-def test_group_rejects_unknown_node():
-    from components.spec import ClusterInfo
-    from gpufleet.errors import GpufleetError
-
-    info = ClusterInfo(
-        name="t",
-        cloud="local",
+def _one_node_cluster(**fields) -> ClusterInfo:
+    return ClusterInfo(
+        name="c",
         ssh_user="u",
         ssh_key_path="k",
         known_hosts_path="kh",
         nodes=[NodeInfo(name="node-0", private_ip="a", public_ip="a")],
+        **fields,
     )
+
+
+def test_group_rejects_unknown_node():
+    from gpufleet.errors import GpufleetError
+
     with pytest.raises(GpufleetError):
-        Group(info, ["node-9"])
+        Group(_one_node_cluster(cloud="local"), ["node-9"])
 
 
 def test_lease_command_writes_and_removes_the_lease_in_the_state_dir(tmp_path):
@@ -143,9 +145,6 @@ def test_a_provider_with_slow_nodes_gets_a_longer_wait_for_lease_writes(
     `extend` writes through the same path."""
     import time
 
-    from components.spec import ClusterInfo, NodeInfo
-    from gpufleet.remote.group import Group
-
     class SlowChannel:
         def settimeout(self, _t):
             pass
@@ -164,16 +163,6 @@ def test_a_provider_with_slow_nodes_gets_a_longer_wait_for_lease_writes(
         def open_session(self, timeout=None):
             return SlowChannel()
 
-    info = ClusterInfo(
-        name="c",
-        cloud="vm",
-        instance_type="vm",
-        ssh_user="u",
-        ssh_key_path="k",
-        known_hosts_path="kh",
-        nodes=[NodeInfo(name="node-0", private_ip="a", public_ip="a")],
-        provider=provider,
-    )
-    g = Group(info)
+    g = Group(_one_node_cluster(cloud="vm", instance_type="vm", provider=provider))
     monkeypatch.setattr(g, "_transport", lambda node: Transport())
     assert g.write_lease(1900000000, timeout=0.2) == {"node-0": result}
