@@ -131,8 +131,12 @@ def sshd_config(
             # SHLVL=1 stops bash from sourcing ~/.bashrc for `ssh node cmd`: a sandbox node
             # should look like a fresh cloud node, not this machine's interactive shell.
             # PATH: the node image's python is the one gpufleet runs in (ranks, setup, exec).
+            # TMPDIR: a cloud node has its own /tmp; sandbox nodes share this machine's and its
+            # hostname, so tools that name temp paths by host collided between nodes (Open
+            # MPI's orteds: "mkdir ... /tmp/ompi.<host>.<uid>/jf.N/0: File exists", and a
+            # segfault writing the one hwloc.sm file they all mapped).
             f"SetEnv GPUFLEET_SANDBOX={cluster} GPUFLEET_NODE={node} SHLVL=1 "
-            f"GPUFLEET_STATE_DIR={node_dir} PATH={node_path()}",
+            f"GPUFLEET_STATE_DIR={node_dir} PATH={node_path()} TMPDIR={node_dir / 'tmp'}",
             "",
         ]
     )
@@ -280,6 +284,7 @@ class LocalProvisioner:
                 _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
                 _write(ndir / "ssh_host_ed25519_key.pub", host.public_openssh + "\n", 0o644)
                 (ndir / "work").mkdir(parents=True, exist_ok=True)
+                (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
                 port = free_port(addr)
                 conf = ndir / "sshd_config"
                 _write(

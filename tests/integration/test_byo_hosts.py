@@ -71,6 +71,7 @@ def hosts(tmp_path: Path) -> Iterator[Hosts]:
             h.addrs.append((addr, port))
             h.host_keys.append(" ".join(host.public_openssh.split()[:2]))
             (d / "work").mkdir()
+            (d / "tmp").mkdir()
             h.workdirs.append(d / "work")
         yield h
     finally:

@@ -26,6 +26,24 @@ def test_nodes_have_own_address_key_and_workdir(make_sandbox):
     assert all(n.host_key in kh for n in info.nodes)
 
 
+def test_each_node_has_its_own_temp_dir_as_a_cloud_node_has_its_own_tmp(make_sandbox):
+    """Tools on a node put their files under $TMPDIR or /tmp, named by host: Open MPI's
+    session dir is <tmpdir>/ompi.<hostname>.<uid>/jf.<jobfam>/ (opal_tmp_directory reads
+    TMPDIR, orte/util/session_dir.c), with the hwloc.sm every daemon there maps. On a cloud
+    each node has its own /tmp; sandbox nodes share this machine's /tmp and hostname, so each
+    needs its own temp dir, or three orteds make and map the same files."""
+    from gpufleet.remote import Group
+
+    info = make_sandbox("t", 3)
+    with Group(info) as g:
+        out = g.run("python3 -c 'import tempfile; print(tempfile.gettempdir())'; hostname")
+    dirs = {n: r.stdout.split()[0] for n, r in out.items()}
+    assert len(set(dirs.values())) == 3, dirs
+    assert len({r.stdout.split()[1] for r in out.values()}) == 1  # one hostname for all
+    for name, d in dirs.items():
+        assert Path(d).is_dir() and Path(d).parent.name == name
+
+
 def test_two_clusters_do_not_share_addresses(make_sandbox):
     a = make_sandbox("a", 2)
     b = make_sandbox("b", 2)
