@@ -25,6 +25,7 @@ PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel whil
 LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
 FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
 Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
+EOF_GRACE_S = 1.0  # output that arrives after the exit status, before EOF
 
 
 def wrap_command(node: NodeInfo, command: str) -> str:
@@ -487,13 +488,21 @@ class Group:
                 progressed = True
             if progressed:
                 continue
-            if chan.exit_status_ready() or chan.closed or chan.eof_received and chan.closed:
-                # everything sent before the exit status is already buffered: drain it
-                while chan.recv_ready():
-                    out.feed(chan.recv(65536))
-                while chan.recv_stderr_ready():
-                    err.feed(chan.recv_stderr(65536))
-                return False
+            if chan.exit_status_ready() or chan.closed:
+                # sshd may send the exit status before the last output it read from the
+                # command's pipes (RFC 4254 puts no order on them; seen: a lost stderr line);
+                # EOF follows once both are drained, unless a background process holds them
+                # open, so wait for it only briefly.
+                grace = time.monotonic() + EOF_GRACE_S
+                while True:
+                    if chan.recv_ready():
+                        out.feed(chan.recv(65536))
+                    elif chan.recv_stderr_ready():
+                        err.feed(chan.recv_stderr(65536))
+                    elif chan.closed or chan.eof_received or time.monotonic() > grace:
+                        return False
+                    else:
+                        select.select([chan], [], [], 0.05)
             if deadline is not None and time.monotonic() > deadline:
                 return True
             if stop.is_set():
