@@ -101,8 +101,8 @@ def make_cluster(name: str, n: int, **fields: Any) -> Any:
     The first contact replaces the nodes' bootstrap host keys, so it happens here and not
     inside the first timed run.
     """
-    from components.spec import ClusterSpec
     from gpufleet import ops, state
+    from gpufleet.components.spec import ClusterSpec
     from gpufleet.remote import Group
 
     info = ops.create(ClusterSpec.from_input({"name": name, "nodes": n, **fields}), quiet)

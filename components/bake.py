@@ -21,9 +21,9 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from components.errors import GpufleetError
-from components.fleet import fleet_tags, node_user_data
-from components.keys import cluster_keys
+from gpufleet.components.errors import GpufleetError
+from gpufleet.components.fleet import fleet_tags, node_user_data
+from gpufleet.components.keys import cluster_keys
 
 READY_TIMEOUT_S = 90 * 60  # a driver install with a reboot, on a slow mirror
 DOWN_TIMEOUT_S = 10 * 60
@@ -286,7 +286,7 @@ class ImageBakeComponent(pulumi.ComponentResource):
 
 def bake_program(spec: Any) -> dict[str, Any]:
     """Declare the spec's cloud's ImageBake; its exports (the image id a stack can name)."""
-    from components.registry import bake_class
+    from gpufleet.components.registry import bake_class
 
     # One public builder: no workers, so no NAT for them (components/<cloud>/network.py).
     spec = spec.with_(nodes=1)

@@ -6,7 +6,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from components.imageversions import IMAGES, for_node
+from gpufleet.components.imageversions import IMAGES, for_node
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,9 @@ def step_files() -> list[tuple[str, str]]:
 
 def node_env(ctx: BootstrapContext) -> dict[str, str]:
     """/etc/gpufleet/env: who the node is, what it has, and the pinned versions for the steps."""
-    from components.catalog import lookup
-    from components.errors import CatalogError
-    from components.fabric import library_paths
+    from gpufleet.components.catalog import lookup
+    from gpufleet.components.errors import CatalogError
+    from gpufleet.components.fabric import library_paths
 
     try:
         it = lookup(ctx.cloud, ctx.instance_type)
@@ -96,7 +96,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     """The #cloud-config text node `ctx.node_index` boots with."""
     import shlex
 
-    from components.fabric import instance_nccl_env
+    from gpufleet.components.fabric import instance_nccl_env
 
     env = node_env(ctx)
     nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric, ctx.node_count)

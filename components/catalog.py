@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.errors import CatalogEntryError, CatalogError, GpufleetError
-from components.fabric import FABRICS
+from gpufleet.components.errors import CatalogEntryError, CatalogError, GpufleetError
+from gpufleet.components.fabric import FABRICS
 
 DATA = Path(__file__).with_name("catalog.yaml")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.spec import ClusterInfo, HostKeyRotation, NodeInfo
+from gpufleet.components.spec import ClusterInfo, HostKeyRotation, NodeInfo
 
 # Every GpufleetComponent registers exactly these outputs (tests assert it per cloud).
 OUTPUT_NAMES: tuple[str, ...] = (
@@ -42,7 +42,7 @@ def cluster_info_from_outputs(
     """Build the ClusterInfo the CLI saves, from a stack's plain output values."""
     missing = [k for k in OUTPUT_NAMES if k not in outputs]
     if missing:
-        from components.errors import GpufleetError
+        from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(f"stack outputs lack {', '.join(missing)}")
     nodes = [

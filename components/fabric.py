@@ -105,8 +105,8 @@ def instance_nccl_env(
 ) -> dict[str, str]:
     """nccl_env for a cluster of `instance_type`, with what the catalog says of the type: its
     EFA RDMA support, and the image's NCCL topology file for it (Azure ND sizes)."""
-    from components.catalog import lookup
-    from components.errors import CatalogError
+    from gpufleet.components.catalog import lookup
+    from gpufleet.components.errors import CatalogError
 
     try:
         it = lookup(cloud, instance_type) if instance_type else None

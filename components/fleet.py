@@ -6,10 +6,10 @@ from typing import Any
 
 import pulumi
 
-from components.bootstrap import BootstrapContext, render_cloud_init
-from components.contract import OUTPUT_NAMES, known_hosts_lines
-from components.keys import cluster_keys
-from components.spec import ClusterSpec
+from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
+from gpufleet.components.keys import cluster_keys
+from gpufleet.components.spec import ClusterSpec
 
 
 def fleet_tags(spec: ClusterSpec, expires_at: pulumi.Input[int]) -> dict[str, Any]:
@@ -93,7 +93,7 @@ class GpufleetComponent(pulumi.ComponentResource):
         else:
             # Never the clock of this program run: a re-apply would change every node's user
             # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
-            from components.expiry import Expiry
+            from gpufleet.components.expiry import Expiry
 
             expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
             self.expires_at = expiry.expires_at

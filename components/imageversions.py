@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.errors import SpecError
-from components.fabric import FABRICS
-from components.resources import data_dir
+from gpufleet.components.errors import SpecError
+from gpufleet.components.fabric import FABRICS
+from gpufleet.components.resources import data_dir
 
 IMAGES = data_dir("images")
 VERSIONS = IMAGES / "versions.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.errors import GpufleetError
+from gpufleet.components.errors import GpufleetError
 
 
 def find_node(cluster: str, nodes: list[Any], name_or_index: str | int) -> Any:

@@ -57,7 +57,7 @@ def _cloud_mocks() -> list[Any]:
     found = []
     for cloud in ("aws", "gcp", "azure"):
         with contextlib.suppress(ModuleNotFoundError):
-            found.append(importlib.import_module(f"components.{cloud}.mocks"))
+            found.append(importlib.import_module(f"gpufleet.components.{cloud}.mocks"))
     return found
 
 
@@ -69,7 +69,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.clouds = _cloud_mocks()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        from components.expiry import fake_outputs as expiry_outputs
+        from gpufleet.components.expiry import fake_outputs as expiry_outputs
 
         # A dynamic resource's `__provider` is its pickled code, not something a cloud receives.
         inputs = {k: v for k, v in dict(args.inputs).items() if k != "__provider"}

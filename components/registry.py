@@ -5,13 +5,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_FLEETS = {"aws": "components.aws", "gcp": "components.gcp", "azure": "components.azure"}
+_FLEETS = {
+    "aws": "gpufleet.components.aws",
+    "gcp": "gpufleet.components.gcp",
+    "azure": "gpufleet.components.azure",
+}
 
 
 def fleet_class(cloud: str) -> Any:
     """The GpuFleet ComponentResource class for a cloud; imports that cloud's SDK only."""
     if cloud not in _FLEETS:
-        from components.errors import GpufleetError
+        from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(
             f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure"
@@ -78,7 +82,7 @@ _AVAILABILITY_API = {
 
 def unchecked_availability(spec: Any) -> Any:
     """What a dry run (which evaluates no program and asks no cloud) can say: not checked."""
-    from components.offers import Availability
+    from gpufleet.components.offers import Availability
 
     api = _AVAILABILITY_API.get(spec.cloud)
     if api is None:
@@ -90,7 +94,7 @@ def unchecked_availability(spec: Any) -> Any:
 def bake_class(cloud: str) -> Any:
     """The ImageBake ComponentResource class for a cloud (components/<cloud>/bake.py)."""
     if cloud not in _FLEETS:
-        from components.errors import GpufleetError
+        from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(f"cloud {cloud!r} has no image bake", hint="use aws, gcp or azure")
     return importlib.import_module(f"{_FLEETS[cloud]}.bake").ImageBake

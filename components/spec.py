@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from components.errors import GpufleetError, SpecError
-from components.fabric import FABRICS
+from gpufleet.components.errors import GpufleetError, SpecError
+from gpufleet.components.fabric import FABRICS
 
 Cloud = Literal["local", "vm", "ssh", "aws", "gcp", "azure"]
 CLOUDS: tuple[str, ...] = ("local", "vm", "ssh", "aws", "gcp", "azure")
@@ -192,7 +192,7 @@ class ClusterSpec(BaseModel):
                 f"cloud={self.cloud} needs an instance type",
                 f"pass --instance-type (see `gpufleet catalog --cloud {self.cloud}`)",
             )
-        from components.catalog import lookup  # catalog data is only read for real clouds
+        from gpufleet.components.catalog import lookup  # catalog data is only read for real clouds
 
         itype = lookup(self.cloud, self.instance_type)
         if self.gpus_per_node not in (None, itype.gpus):
@@ -215,7 +215,7 @@ class ClusterSpec(BaseModel):
             )
         if self.reservation:
             self._check_reservation()
-        from components.registry import spec_rules
+        from gpufleet.components.registry import spec_rules
 
         spec_rules(self)  # zones, labels, placement caps: each cloud's own rules
         return self
@@ -300,7 +300,7 @@ class ClusterSpec(BaseModel):
     @property
     def fabric(self) -> str:
         if self.cloud in PULUMI_CLOUDS and self.instance_type:
-            from components.catalog import lookup
+            from gpufleet.components.catalog import lookup
 
             return lookup(self.cloud, self.instance_type).fabric
         return "none"
@@ -310,7 +310,7 @@ class ClusterSpec(BaseModel):
         if self.gpus_per_node is not None:
             return self.gpus_per_node
         if self.cloud in PULUMI_CLOUDS and self.instance_type:
-            from components.catalog import lookup
+            from gpufleet.components.catalog import lookup
 
             return lookup(self.cloud, self.instance_type).gpus
         return 0
@@ -419,12 +419,12 @@ class ClusterInfo(BaseModel):
 
     def jump_host(self, node: NodeInfo) -> NodeInfo | None:
         """The node to tunnel through to reach `node`: the head, if `node` has no public address."""
-        from components.nodelookup import jump_host
+        from gpufleet.components.nodelookup import jump_host
 
         return jump_host(self.nodes, node)
 
     def node(self, name_or_index: str | int) -> NodeInfo:
-        from components.nodelookup import find_node
+        from gpufleet.components.nodelookup import find_node
 
         return find_node(self.name, self.nodes, name_or_index)
 

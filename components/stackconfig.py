@@ -6,10 +6,10 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from components.errors import SpecError
-from components.registry import REGION_KEYS
-from components.resources import data_dir
-from components.spec import ClusterSpec
+from gpufleet.components.errors import SpecError
+from gpufleet.components.registry import REGION_KEYS
+from gpufleet.components.resources import data_dir
+from gpufleet.components.spec import ClusterSpec
 
 STACKS_DIR = data_dir("stacks")  # the ready stacks this installation ships
 # The structured config object holding the ClusterSpec fields, e.g. `gpufleet:cluster: {nodes: 2}`.
@@ -158,13 +158,13 @@ def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
 
 def build(spec: ClusterSpec, *, expires_at: int | None = None) -> Any:
     """Declare the spec's GpuFleet in the current Pulumi program and return it."""
-    from components.registry import fleet_class
+    from gpufleet.components.registry import fleet_class
 
     return fleet_class(spec.cloud)(spec.name, spec, expires_at=expires_at)
 
 
 def exports(fleet: Any) -> dict[str, Any]:
     """The contract outputs of a GpuFleet, as stack exports."""
-    from components.contract import OUTPUT_NAMES
+    from gpufleet.components.contract import OUTPUT_NAMES
 
     return {k: getattr(fleet, k) for k in OUTPUT_NAMES}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from components.errors import GpufleetError
-from components.spec import PULUMI_CLOUDS, ClusterSpec
+from gpufleet.components.errors import GpufleetError
+from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class OverBudget(GpufleetError):
@@ -55,7 +55,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
     price, note = 0.0, "free: runs on this machine"  # local sshds, or QEMU VMs
     if spec.cloud in PULUMI_CLOUDS:
-        from components.catalog import lookup
+        from gpufleet.components.catalog import lookup
 
         it = lookup(spec.cloud, spec.instance_type or "")
         region = spec.effective_region

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.errors import CatalogError, GpufleetError, SpecError
+from gpufleet.components.errors import CatalogError, GpufleetError, SpecError
 
 __all__ = [
     "CatalogError",

@@ -7,9 +7,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.resources import data_dir
-from components.spec import ClusterInfo
 from gpufleet import launch
+from gpufleet.components.resources import data_dir
+from gpufleet.components.spec import ClusterInfo
 from gpufleet.errors import GpufleetError
 from gpufleet.remote import Group
 
@@ -66,8 +66,8 @@ class UnhealthyCluster(GpufleetError):
 
 def expected_for(info: ClusterInfo) -> Expected:
     """The catalog's figures for the cluster's instance type; nothing expected on the sandbox."""
-    from components import catalog
-    from components.errors import CatalogError
+    from gpufleet.components import catalog
+    from gpufleet.components.errors import CatalogError
 
     if info.cloud in ("local", "vm", "ssh") or not info.instance_type:
         return Expected(fabric=info.fabric)

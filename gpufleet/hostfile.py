@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 
-from components.errors import SpecError
-from components.spec import ClusterInfo, NodeInfo
 from gpufleet import sshconfig
+from gpufleet.components.errors import SpecError
+from gpufleet.components.spec import ClusterInfo, NodeInfo
 
 FORMATS: tuple[str, ...] = ("openmpi", "mpich", "deepspeed", "plain", "env")
 

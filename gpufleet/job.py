@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec
 from gpufleet import launch, ops, state, sync
+from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.errors import GpufleetError, JobFailed, NodeExpired, NodeLost, SpecError
 from gpufleet.launch import LaunchOptions
 from gpufleet.provision import Progress

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.fabric import instance_nccl_env, library_paths
-from components.spec import ClusterInfo
 from gpufleet import hostfile, sshconfig
+from gpufleet.components.fabric import instance_nccl_env, library_paths
+from gpufleet.components.spec import ClusterInfo
 
 LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun", "deepspeed")
 WRAPPER = "rank_wrapper.py"

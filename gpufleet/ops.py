@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet import sshconfig, state
+from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, StateDamaged
 from gpufleet.provision import Progress, for_cloud
 from gpufleet.signals import shielded

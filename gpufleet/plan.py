@@ -59,8 +59,8 @@ def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
 
 def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
     """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials."""
-    from components import catalog, stackconfig
-    from components.preview import evaluate
+    from gpufleet.components import catalog, stackconfig
+    from gpufleet.components.preview import evaluate
 
     config = stackconfig.stack_config(name, root)
     spec = stackconfig.spec_from_config(config, stack=name)

@@ -8,7 +8,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from components.errors import GpufleetError
+from gpufleet.components.errors import GpufleetError
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

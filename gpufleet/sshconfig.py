@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.spec import ClusterInfo, NodeInfo
 from gpufleet.remote import sshopts
 from gpufleet.remote.knownhosts import private_port
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.errors import ClusterBusy, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
-    from components.spec import ClusterInfo, ClusterSpec
+    from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 
 def home() -> Path:
@@ -107,7 +107,7 @@ def save_spec(spec: ClusterSpec) -> None:
 
 
 def load_spec(name: str) -> ClusterSpec | None:
-    from components.spec import ClusterSpec
+    from gpufleet.components.spec import ClusterSpec
 
     p = cluster_dir(name) / "spec.json"
     return ClusterSpec.model_validate_json(p.read_text()) if p.exists() else None
@@ -135,7 +135,7 @@ def _read_json(name: str) -> dict[str, Any]:
 
 def load(name: str) -> ClusterInfo:
     data = _read_json(name)
-    from components.spec import ClusterInfo
+    from gpufleet.components.spec import ClusterInfo
 
     try:
         return ClusterInfo.model_validate(data)
@@ -148,7 +148,7 @@ class ClusterView(SimpleNamespace):
     """A recorded cluster as plain attributes, read without validation (written validated)."""
 
     def node(self, name_or_index: str | int) -> Any:
-        from components.nodelookup import find_node
+        from gpufleet.components.nodelookup import find_node
 
         return find_node(self.name, self.nodes, name_or_index)
 

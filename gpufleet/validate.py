@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 
 PORT_RANGE = (1024, 65535)  # below 1024 needs root on the nodes
 # The flags that describe a cluster to create; with --cluster they cannot apply.

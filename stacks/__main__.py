@@ -2,8 +2,14 @@
 
 import pulumi
 
-from components.registry import REGION_KEYS
-from components.stackconfig import CONFIG_KEY, CONFIG_NAMESPACE, build, exports, spec_from_config
+from gpufleet.components.registry import REGION_KEYS
+from gpufleet.components.stackconfig import (
+    CONFIG_KEY,
+    CONFIG_NAMESPACE,
+    build,
+    exports,
+    spec_from_config,
+)
 
 config = {
     f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": pulumi.Config(CONFIG_NAMESPACE).require_object(CONFIG_KEY)

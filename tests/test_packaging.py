@@ -24,7 +24,16 @@ def test_pulumi_project_installs_gpufleet_with_every_cloud_sdk():
 
 def test_every_python_package_is_listed_for_the_wheel():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    for top in ("gpufleet", "components"):
+    for top, name in (("gpufleet", "gpufleet"), ("components", "gpufleet.components")):
         for init in (ROOT / top).rglob("__init__.py"):
-            pkg = ".".join(init.parent.relative_to(ROOT).parts)
+            pkg = ".".join((name, *init.parent.relative_to(ROOT / top).parts))
             assert pkg in listed, f"{pkg} is missing from [tool.setuptools] packages"
+
+
+def test_the_wheel_installs_one_top_level_package():
+    """`components` is a common folder name in Pulumi programs: installed at top level it
+    shadowed (or was shadowed by) the user's own, so it installs as gpufleet.components."""
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    assert {p.split(".")[0] for p in setuptools["packages"]} == {"gpufleet"}
+    assert setuptools["package-dir"]["gpufleet.components"] == "components"
+    assert (ROOT / "gpufleet" / "components").resolve() == ROOT / "components"

@@ -8,7 +8,7 @@ __all__ = ["GpuFleet"]
 def __getattr__(name: str) -> Any:
     # Lazy: components.aws.rules (spec checks) must not import the AWS SDK.
     if name == "GpuFleet":
-        from components.aws.fleet import GpuFleet
+        from gpufleet.components.aws.fleet import GpuFleet
 
         return GpuFleet
     raise AttributeError(name)

@@ -7,10 +7,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
-from components.aws.network import aws_region, build_network
-from components.aws.offers import check_offered
-from components.bake import ImageBakeComponent
+from gpufleet.components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
+from gpufleet.components.aws.network import aws_region, build_network
+from gpufleet.components.aws.offers import check_offered
+from gpufleet.components.bake import ImageBakeComponent
 
 DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
 

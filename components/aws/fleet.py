@@ -9,11 +9,11 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.network import aws_region, build_network
-from components.aws.offers import check_offered
-from components.catalog import lookup
-from components.errors import GpufleetError, SpecError
-from components.fleet import GpufleetComponent
+from gpufleet.components.aws.network import aws_region, build_network
+from gpufleet.components.aws.offers import check_offered
+from gpufleet.components.catalog import lookup
+from gpufleet.components.errors import GpufleetError, SpecError
+from gpufleet.components.fleet import GpufleetComponent
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6). The name
 # follows AWS's rule (DLAMI name minus "deep", "learning", "ami") and is the one public IaC uses.

@@ -6,8 +6,8 @@ from typing import Any
 
 import pulumi_aws as aws
 
-from components.errors import SpecError
-from components.offers import Availability, under_mocks
+from gpufleet.components.errors import SpecError
+from gpufleet.components.offers import Availability, under_mocks
 
 API = "EC2 DescribeInstanceTypeOfferings"
 CATALOG_HINT = "see `gpufleet catalog --cloud aws`"

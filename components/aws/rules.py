@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 
 # Broader than this, an SSH CIDR routed to the internet gateway would take most of the
 # internet away from the NAT gateway the workers depend on.

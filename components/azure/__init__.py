@@ -20,7 +20,7 @@ __all__ = ["GpuFleet"]
 def __getattr__(name: str) -> Any:
     # Lazy: components.azure.rules (spec checks) must not import the Azure SDK.
     if name == "GpuFleet":
-        from components.azure.fleet import GpuFleet
+        from gpufleet.components.azure.fleet import GpuFleet
 
         return GpuFleet
     raise AttributeError(name)

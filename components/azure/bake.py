@@ -18,8 +18,8 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
-from components.azure.network import build_network, public_nic, vm_profiles
-from components.bake import ImageBakeComponent
+from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
+from gpufleet.components.bake import ImageBakeComponent
 
 DEFAULT_BUILDER = "Standard_NC4as_T4_v3"
 IMAGE_VERSION = "1.0.0"

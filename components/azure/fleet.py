@@ -7,12 +7,12 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
-from components.azure.network import build_network, public_nic, vm_profiles
-from components.azure.rules import check_spec
-from components.azure.skus import check_offered
-from components.bootstrap import CLOUD_NODE_ENV
-from components.catalog import lookup
-from components.fleet import GpufleetComponent
+from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
+from gpufleet.components.azure.rules import check_spec
+from gpufleet.components.azure.skus import check_offered
+from gpufleet.components.bootstrap import CLOUD_NODE_ENV
+from gpufleet.components.catalog import lookup
+from gpufleet.components.fleet import GpufleetComponent
 
 # Built-in role "Virtual Machine Contributor" (VMs, their disks and NICs): given to each node's
 # own identity on its own VM, NIC and OS disk only, so that it can delete itself at expiry and

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 
 # ARM tag limits (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources
 # #limitations): names up to 512 characters, case-insensitive, without < > % & \ ? /, not

@@ -11,8 +11,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from components.errors import GpufleetError, SpecError
-from components.offers import Availability, under_mocks
+from gpufleet.components.errors import GpufleetError, SpecError
+from gpufleet.components.offers import Availability, under_mocks
 
 API_VERSION = "2021-07-01"
 API = f"ARM Resource SKUs (Microsoft.Compute/skus, api-version {API_VERSION})"

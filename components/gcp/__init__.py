@@ -14,7 +14,7 @@ __all__ = ["GpuFleet"]
 def __getattr__(name: str) -> Any:
     # Lazy: components.gcp.rules (spec checks) must not import the GCP SDK.
     if name == "GpuFleet":
-        from components.gcp.fleet import GpuFleet
+        from gpufleet.components.gcp.fleet import GpuFleet
 
         return GpuFleet
     raise AttributeError(name)

@@ -7,10 +7,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.bake import ImageBakeComponent
-from components.gcp.fleet import DLVM_IMAGE
-from components.gcp.network import build_networks
-from components.gcp.rules import default_zone, labels
+from gpufleet.components.bake import ImageBakeComponent
+from gpufleet.components.gcp.fleet import DLVM_IMAGE
+from gpufleet.components.gcp.network import build_networks
+from gpufleet.components.gcp.rules import default_zone, labels
 
 DEFAULT_BUILDER = "g2-standard-8"
 

@@ -7,11 +7,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.catalog import lookup
-from components.fleet import GpufleetComponent
-from components.gcp.network import build_networks, ssh_tag, worker_nat
-from components.gcp.offers import check_offered
-from components.gcp.rules import (
+from gpufleet.components.catalog import lookup
+from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
+from gpufleet.components.gcp.offers import check_offered
+from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
     SELF_DELETE_PERMISSIONS,
     check_spec,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.errors import SpecError
-from components.gcp.rules import series, zone_and_region, zones_for
-from components.offers import Availability, under_mocks
+from gpufleet.components.errors import SpecError
+from gpufleet.components.gcp.rules import series, zone_and_region, zones_for
+from gpufleet.components.offers import Availability, under_mocks
 
 API = "GCE machineTypes.list"
 TABLE = "gpufleet's zone table (components/gcp/rules.py ZONES)"

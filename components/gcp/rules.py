@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 
 # GCE's limit on a VM's run time, by duration or termination time: 120 days (limit-vm-runtime).
 MAX_RUN_MINUTES = 120 * 24 * 60

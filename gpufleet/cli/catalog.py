@@ -9,7 +9,7 @@ import typer
 from gpufleet.cli.common import console, print_json
 
 if TYPE_CHECKING:
-    from components.catalog import InstanceType
+    from gpufleet.components.catalog import InstanceType
 
 COLUMNS = (
     "cloud",
@@ -61,8 +61,8 @@ def catalog(
     ] = False,
 ) -> None:
     """List GPU instance types: GPUs, memory, vCPU, RAM, fabric and NICs, NVSwitch, $/hour."""
-    from components import catalog as cat
-    from components.errors import SpecError
+    from gpufleet.components import catalog as cat
+    from gpufleet.components.errors import SpecError
 
     cloud = cloud.strip().lower() if cloud is not None else None
     if cloud is not None and cloud not in cat.CLOUDS:

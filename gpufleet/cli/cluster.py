@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from components.errors import SpecError
 from gpufleet.cli import options as opt
 from gpufleet.cli.common import (
     console,
@@ -18,11 +17,12 @@ from gpufleet.cli.common import (
     progress,
     when,
 )
+from gpufleet.components.errors import SpecError
 
 
 def spec_from_flags(**flags: object):
     """Build and validate the ClusterSpec from CLI flags (only the ones given)."""
-    from components.spec import ClusterSpec
+    from gpufleet.components.spec import ClusterSpec
 
     data = {k: v for k, v in flags.items() if v not in (None, [], {})}
     return ClusterSpec.from_input(data)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 
 _lock = threading.Lock()
 _COLORS = ("36", "33", "35", "32", "34", "31")

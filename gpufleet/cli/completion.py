@@ -26,7 +26,7 @@ def completion(
 
     shell = shell.lower()
     if shell not in SHELLS:
-        from components.errors import SpecError
+        from gpufleet.components.errors import SpecError
 
         raise SpecError("shell", f"{shell!r} is not supported", f"use one of {', '.join(SHELLS)}")
     # typer's scripts, named for gpufleet: they call back `gpufleet` with COMPLETE_VAR set

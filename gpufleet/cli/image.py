@@ -22,10 +22,10 @@ def render(
     """Print node K's #cloud-config; keys and deploy-time values appear as placeholders."""
     import sys
 
-    from components.bootstrap import placeholder_context, render_cloud_init
-    from components.errors import SpecError
-    from components.stackconfig import spec_from_stack, stack_file
     from gpufleet.cli.common import progress
+    from gpufleet.components.bootstrap import placeholder_context, render_cloud_init
+    from gpufleet.components.errors import SpecError
+    from gpufleet.components.stackconfig import spec_from_stack, stack_file
 
     spec = spec_from_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
@@ -45,15 +45,15 @@ def bake(
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
 ) -> None:
     """Boot a builder with the recipe and capture an image a stack can name as `image`."""
-    from components.stackconfig import spec_from_stack, stack_file
     from gpufleet.cli.common import print_json, progress
+    from gpufleet.components.stackconfig import spec_from_stack, stack_file
 
     spec = spec_from_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
     if plan:
-        from components.bake import bake_program
-        from components.preview import evaluate
-        from components.stackconfig import pulumi_config, stack_config
+        from gpufleet.components.bake import bake_program
+        from gpufleet.components.preview import evaluate
+        from gpufleet.components.stackconfig import pulumi_config, stack_config
 
         p = evaluate(
             lambda: bake_program(spec), config=pulumi_config(stack_config(stack, stacks_dir))

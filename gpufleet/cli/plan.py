@@ -23,9 +23,9 @@ def plan(
     ] = False,
 ) -> None:
     """Every resource a stack would register, and the fleet's $/hour; no credentials needed."""
-    from components.stackconfig import stack_file
     from gpufleet.cli.common import progress
     from gpufleet.cli.documents import envelope
+    from gpufleet.components.stackconfig import stack_file
     from gpufleet.plan import plan_stack
 
     doc = plan_stack(stack, stacks_dir)
@@ -50,7 +50,7 @@ def plan(
 
 
 def _availability(a: dict) -> str:
-    from components.offers import Availability
+    from gpufleet.components.offers import Availability
 
     return Availability(**a).line()
 

@@ -130,9 +130,9 @@ def run(
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    from components.errors import SpecError
-    from components.spec import PULUMI_CLOUDS
     from gpufleet import state, validate
+    from gpufleet.components.errors import SpecError
+    from gpufleet.components.spec import PULUMI_CLOUDS
     from gpufleet.provision.ssh import from_flags
 
     cloud = validate.cloud_name(cloud)
@@ -292,7 +292,7 @@ def _print_result(req, rec) -> None:
 
 def _timeout(text: str) -> float:
     """--timeout in seconds; zero is refused (it would stop the run before it starts)."""
-    from components.errors import SpecError
+    from gpufleet.components.errors import SpecError
 
     seconds = parse_duration(text, "timeout", "90s, 45m or 2h")
     if not seconds:

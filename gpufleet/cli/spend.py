@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from components.errors import GpufleetError
-from components.spec import PULUMI_CLOUDS, ClusterSpec
 from gpufleet import cost
 from gpufleet.cli.common import ask
+from gpufleet.components.errors import GpufleetError
+from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class Declined(GpufleetError):
@@ -33,7 +33,7 @@ def gate(
     est = cost.estimate(spec)
     cost.check_budget(est, max_cost)
     if dry_run:
-        from components.registry import unchecked_availability
+        from gpufleet.components.registry import unchecked_availability
 
         available = unchecked_availability(spec)
         if extra is not None and extra.get("json"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 Progress = Callable[[str], None]
 

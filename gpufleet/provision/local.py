@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet import state
+from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 from gpufleet.remote import knownhosts

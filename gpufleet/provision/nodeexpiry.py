@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.spec import ClusterInfo
+from gpufleet.components.spec import ClusterInfo
 from gpufleet.errors import ExtendFailed
 
 CONNECT_S = 60.0

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.contract import cluster_info_from_outputs
-from components.errors import SpecError
-from components.spec import ClusterInfo, ClusterSpec
 from gpufleet import state
+from gpufleet.components.contract import cluster_info_from_outputs
+from gpufleet.components.errors import SpecError
+from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 
@@ -101,14 +101,17 @@ def workspace_env(url: str) -> dict[str, str]:
 
     The Python dynamic provider (the bake's BuilderReady) runs in a process the CLI starts as
     `${PULUMI_PYTHON_CMD:-python3} -m pulumi.dynamic`, from the workspace folder: it must be
-    this interpreter (pulumi, paramiko) and find this checkout's `components` package.
+    this interpreter (pulumi, paramiko) and find this `gpufleet`; a stack made before
+    `components` moved under `gpufleet` pickled its providers as `components.*`, which
+    gpufleet/_pickled still answers to.
     """
     import sys
 
-    import components
+    import gpufleet
 
-    root = str(Path(components.__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    package = Path(gpufleet.__file__).resolve().parent
+    parts = (str(package / "_pickled"), str(package.parent), os.environ.get("PYTHONPATH", ""))
+    path = os.pathsep.join(p for p in parts if p)
     return {
         "PULUMI_CONFIG_PASSPHRASE": passphrase(),
         "PULUMI_BACKEND_URL": url,
@@ -178,8 +181,8 @@ class PulumiProvisioner:
         raise AssertionError("unreachable")
 
     def _up_in_zone(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
-        from components.registry import provider_config
-        from components.stackconfig import build, exports
+        from gpufleet.components.registry import provider_config
+        from gpufleet.components.stackconfig import build, exports
 
         # The inline program runs in this process: a spec the component refuses before
         # registering anything (e.g. a region that does not offer the type) is kept here and
@@ -216,7 +219,7 @@ class PulumiProvisioner:
             if code:
                 raise NoCapacity(code) from e
             if isinstance(e, Exception):
-                from components.registry import explain_failure
+                from gpufleet.components.registry import explain_failure
 
                 known = explain_failure(spec.cloud, str(e))
                 if known:
@@ -272,7 +275,7 @@ class PulumiProvisioner:
         cluster"). Refused before anything changes where the cloud itself would remove the
         VMs earlier (GCP's terminationTime).
         """
-        from components.registry import refuse_extension
+        from gpufleet.components.registry import refuse_extension
         from gpufleet.errors import ExtendRefused
         from gpufleet.provision.nodeexpiry import write_node_expiry
 
@@ -407,8 +410,8 @@ def bake(spec: ClusterSpec, progress: Progress, backend: str | None = None) -> s
     find_pulumi()
     _import_sdk()
     spec = with_ssh_cidrs(spec)
-    from components.bake import bake_program
-    from components.registry import provider_config
+    from gpufleet.components.bake import bake_program
+    from gpufleet.components.registry import provider_config
 
     def program() -> None:
         import pulumi

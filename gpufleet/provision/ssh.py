@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.errors import SpecError
-from components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
 from gpufleet import state
+from gpufleet.components.errors import SpecError
+from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
 from gpufleet.errors import GpufleetError
 from gpufleet.provision import Progress
 

@@ -21,8 +21,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet import state
+from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
 from gpufleet.errors import GpufleetError
 from gpufleet.provision import Progress
 from gpufleet.provision.local import (
@@ -217,7 +217,7 @@ class VmProvisioner:
         self.node_env = node_env or {}
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
-        from components.bootstrap import BootstrapContext, render_cloud_init
+        from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
 
         tools = require_tools()
         image = ensure_image(progress)

@@ -17,7 +17,7 @@ from gpufleet.remote import knownhosts
 from gpufleet.signals import held, start_threads
 
 if TYPE_CHECKING:
-    from components.spec import ClusterInfo, NodeInfo
+    from gpufleet.components.spec import ClusterInfo, NodeInfo
 
 PID_MARK = "__GPUFLEET_PID__"
 KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
@@ -196,7 +196,7 @@ class Group:
     def _connect(self, node: NodeInfo) -> Any:
         """A new transport to `node`, replacing any old one. Per-node lock: the head is also
         connected by the threads of every worker that tunnels through it."""
-        from components.nodelookup import jump_host
+        from gpufleet.components.nodelookup import jump_host
         from gpufleet.remote.connection import open_transport
 
         pkey, pinned = self._credentials()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import stackconfig
-from components.contract import OUTPUT_NAMES, cluster_info_from_outputs
-from components.preview import Plan, evaluate
+from gpufleet.components import stackconfig
+from gpufleet.components.contract import OUTPUT_NAMES, cluster_info_from_outputs
+from gpufleet.components.preview import Plan, evaluate
 
 
 def plan(stack: str, **overrides: Any) -> Plan:
@@ -56,8 +56,8 @@ def refused_before_anything(stack: str, config: dict[str, str] | None = None, **
     """
     import pytest
 
-    from components.errors import SpecError
-    from components.preview import RecordingMocks
+    from gpufleet.components.errors import SpecError
+    from gpufleet.components.preview import RecordingMocks
 
     raw = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(raw, stack=stack)

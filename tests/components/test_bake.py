@@ -8,10 +8,16 @@ import json
 
 import pytest
 
-from components import stackconfig
-from components.azure.bake import gallery_name
-from components.bake import SEAL_STEPS, bake_program, parse_probe, probe_command, seal_command
-from components.preview import Plan, evaluate
+from gpufleet.components import stackconfig
+from gpufleet.components.azure.bake import gallery_name
+from gpufleet.components.bake import (
+    SEAL_STEPS,
+    bake_program,
+    parse_probe,
+    probe_command,
+    seal_command,
+)
+from gpufleet.components.preview import Plan, evaluate
 
 WAIT = "pulumi-python:dynamic:Resource"
 # stack -> (builder type, what must wait for the builder, the image a stack then names)

@@ -8,8 +8,8 @@ import subprocess
 import jinja2
 import pytest
 
-from components import bootstrap, stackconfig
-from components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components import bootstrap, stackconfig
+from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
 
 STACKS = stackconfig.stack_names()
 EXPIRES = 1_900_000_000

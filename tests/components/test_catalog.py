@@ -6,11 +6,11 @@ import copy
 
 import pytest
 
-from components import catalog
-from components.catalog import InstanceType
-from components.errors import CatalogEntryError, CatalogError, GpufleetError
-from components.fabric import FABRICS
-from components.spec import ClusterSpec
+from gpufleet.components import catalog
+from gpufleet.components.catalog import InstanceType
+from gpufleet.components.errors import CatalogEntryError, CatalogError, GpufleetError
+from gpufleet.components.fabric import FABRICS
+from gpufleet.components.spec import ClusterSpec
 
 # Every AWS type of facts §1.1 that has an on-demand price (p5e.48xlarge has none: left out).
 AWS_FACTS_TYPES = [

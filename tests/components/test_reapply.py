@@ -21,8 +21,8 @@ import re
 
 import pytest
 
-from components import stackconfig
-from components.preview import Plan, evaluate
+from gpufleet.components import stackconfig
+from gpufleet.components.preview import Plan, evaluate
 
 STACKS = stackconfig.stack_names()
 NODE_RE = re.compile(r"-node-(\d+)(-|$)")
@@ -80,7 +80,7 @@ def test_a_changed_ttl_is_the_only_thing_that_moves_the_expiry(monkeypatch):
     this update requires a replacement"; pulumi.com/docs/iac/concepts/resources/
     dynamic-providers). So a re-apply two hours later must report no change, and only a new
     ttl_minutes may report one, as an update from the original creation time."""
-    from components.expiry import _ExpiryProvider
+    from gpufleet.components.expiry import _ExpiryProvider
 
     provider = _ExpiryProvider()
     monkeypatch.setattr("time.time", lambda: 1_800_000_000)

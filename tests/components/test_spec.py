@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.errors import CatalogError, GpufleetError, SpecError
-from components.spec import ClusterInfo, ClusterSpec, NodeInfo
+from gpufleet.components.errors import CatalogError, GpufleetError, SpecError
+from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo
 
 
 def spec(**kw) -> ClusterSpec:

@@ -14,9 +14,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.errors import GpufleetError
-from components.spec import ClusterSpec
-from components.stackconfig import parse_stack_yaml, spec_from_config
+from gpufleet.components.errors import GpufleetError
+from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.stackconfig import parse_stack_yaml, spec_from_config
 
 EXAMPLES = int(os.environ.get("GPUFLEET_FUZZ_EXAMPLES", 5000))
 FIELDS = list(ClusterSpec.model_fields)

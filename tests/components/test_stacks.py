@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import stackconfig
-from components.contract import OUTPUT_NAMES
+from gpufleet.components import stackconfig
+from gpufleet.components.contract import OUTPUT_NAMES
 from tests.components.stackplans import assert_contract, plan
 
 STACKS = stackconfig.stack_names()
@@ -36,7 +36,7 @@ def run_stack_program(stack: str, config: dict):
     """Evaluate stacks/__main__.py, the program a bare `pulumi up` runs, under mocks."""
     import runpy
 
-    from components.preview import evaluate
+    from gpufleet.components.preview import evaluate
 
     main = stackconfig.STACKS_DIR / "__main__.py"
     return evaluate(
@@ -62,7 +62,7 @@ def test_a_bare_pulumi_up_refuses_a_provider_region_unlike_the_specs(stack, key,
     azure-native:location is only the provider's default (pulumi-azure-native config/vars:
     `location`): a stack file that says two regions is ambiguous. Either way the stack program
     a bare `pulumi up` runs refuses it before anything exists, as the CLI does."""
-    from components.errors import SpecError
+    from gpufleet.components.errors import SpecError
 
     config = stackconfig.stack_config(stack)
     assert config["gpufleet:cluster"]["region"] != other

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import lookup
-from components.spec import ClusterSpec
 from gpufleet import cost
+from gpufleet.components.catalog import lookup
+from gpufleet.components.spec import ClusterSpec
 
 
 def spec(**kw) -> ClusterSpec:
@@ -49,7 +49,7 @@ def test_spot_is_estimated_at_the_catalog_spot_price_as_plan_does(monkeypatch):
     must show the same figure for it."""
     import dataclasses
 
-    from components import catalog
+    from gpufleet.components import catalog
     from gpufleet.plan import price_estimate
 
     it = lookup("aws", "p4d.24xlarge")

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from components.errors import SpecError
 from gpufleet import hostfile
+from gpufleet.components.errors import SpecError
 from tests.gpufleet.clusters import cluster
 
 

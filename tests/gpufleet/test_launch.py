@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from components.fabric import instance_nccl_env
-from components.spec import ClusterInfo
 from gpufleet import launch
+from gpufleet.components.fabric import instance_nccl_env
+from gpufleet.components.spec import ClusterInfo
 from gpufleet.launch import LaunchOptions
 from tests.gpufleet import clusters
 

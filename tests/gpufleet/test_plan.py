@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from components.catalog import lookup
+from gpufleet.components.catalog import lookup
 from gpufleet.plan import plan_stack, price_estimate
 
 

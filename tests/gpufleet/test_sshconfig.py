@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from components.spec import ClusterInfo, NodeInfo
 from gpufleet import sshconfig
+from gpufleet.components.spec import ClusterInfo, NodeInfo
 
 
 def info(public_workers: bool = True) -> ClusterInfo:

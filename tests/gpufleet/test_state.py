@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.spec import ClusterInfo, NodeInfo
 from gpufleet import state
+from gpufleet.components.spec import ClusterInfo, NodeInfo
 from gpufleet.errors import ClusterNotFound, GpufleetError
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.bootstrap import BootstrapContext, render_cloud_init
-from components.catalog import lookup
+from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components.catalog import lookup
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ROOT / "images" / "steps"
@@ -914,7 +914,7 @@ def test_no_rank_on_infiniband_is_told_to_run_ucx_over_tcp():
     the Ethernet NIC only (UCX docs, UCX_TLS); azurehpc's NCCL test scripts set it for one
     run's out-of-band bootstrap, not for jobs. Exported to every rank it would move MPI off
     InfiniBand."""
-    from components.fabric import nccl_env
+    from gpufleet.components.fabric import nccl_env
 
     env = nccl_env("infiniband")
     assert "UCX_TLS" not in env and "UCX_NET_DEVICES" not in env

@@ -7,10 +7,10 @@ import copy
 import pytest
 import yaml
 
-from components import catalog, imageversions
-from components.errors import SpecError
-from components.imageversions import CORE, FABRIC_PINS, VersionSetError, for_node, parse
-from components.spec import CLOUDS
+from gpufleet.components import catalog, imageversions
+from gpufleet.components.errors import SpecError
+from gpufleet.components.imageversions import CORE, FABRIC_PINS, VersionSetError, for_node, parse
+from gpufleet.components.spec import CLOUDS
 
 DOC = yaml.safe_load(imageversions.VERSIONS.read_text())
 

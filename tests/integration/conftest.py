@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from components.spec import ClusterInfo, ClusterSpec
 from gpufleet import ops, state
+from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.provision.local import find_sshd, sandbox_processes
 
 ROOT = Path(__file__).resolve().parents[2]

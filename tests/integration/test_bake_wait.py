@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.bake import (
+from gpufleet.components.bake import (
     Builder,
     BuilderFailed,
     _answers,

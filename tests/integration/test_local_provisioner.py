@@ -7,8 +7,8 @@ import signal
 import time
 from pathlib import Path
 
-from components.spec import ClusterSpec
 from gpufleet import state
+from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision.local import LocalProvisioner, _cmdline, start_watchdog
 from tests.integration.conftest import leftovers, requires_sshd, sshd_of
 

@@ -91,10 +91,13 @@ def test_wheel_ships_the_data_folders_and_every_package(wheel: Path):
                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert "images/ttl/gpufleet-expire" in tracked  # the listing itself works
     for f in set(tracked) - {"scripts/ruff.toml", "stacks/requirements.txt"}:
-        assert f"components/_shipped/{f}" in names, f
-    for pkg in ("gpufleet", "components"):
+        assert f"gpufleet/components/_shipped/{f}" in names, f
+    for pkg, where in (("gpufleet", "gpufleet"), ("components", "gpufleet/components")):
         for f in (ROOT / pkg).rglob("*.py"):
-            assert str(f.relative_to(ROOT)) in names, f"{f} is missing from the wheel"
+            assert f"{where}/{f.relative_to(ROOT / pkg)}" in names, f"{f} is missing from the wheel"
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
+        "gpufleet"
+    }
 
 
 def test_installed_wheel_reads_its_own_copy_outside_the_checkout(venv: Path, tmp_path: Path):
@@ -102,7 +105,7 @@ def test_installed_wheel_reads_its_own_copy_outside_the_checkout(venv: Path, tmp
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import gpufleet, components.resources as r;"
+            "import gpufleet, gpufleet.components.resources as r;"
             "print(gpufleet.__file__); print(r.data_dir('scripts'))",
         ],
         cwd=tmp_path,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from components import stackconfig
-from components.aws.mocks import FAKE_AMI
-from components.bake import bake_program
-from components.preview import Plan, evaluate
+from gpufleet.components import stackconfig
+from gpufleet.components.aws.mocks import FAKE_AMI
+from gpufleet.components.bake import bake_program
+from gpufleet.components.preview import Plan, evaluate
 
 INSTANCE = "aws:ec2/instance:Instance"
 

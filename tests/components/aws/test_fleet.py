@@ -10,15 +10,15 @@ import subprocess
 
 import pytest
 
-from components import stackconfig
-from components.aws.fleet import (
+from gpufleet.components import stackconfig
+from gpufleet.components.aws.fleet import (
     DLAMI_SSM_PARAMETER,
     USER_DATA_LIMIT,
     encode_user_data,
     image_id,
 )
-from components.errors import GpufleetError, SpecError
-from components.spec import ClusterSpec
+from gpufleet.components.errors import GpufleetError, SpecError
+from gpufleet.components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -63,7 +63,7 @@ def test_subnet_holds_the_largest_p5_cluster_the_spec_allows():
     """EFA traffic cannot leave its subnet (EC2 user guide, efa.md limitations), EC2 keeps 5
     addresses of every subnet (VPC user guide, subnet sizing), and every non-EFA-only interface
     takes one address: the one subnet must hold MAX_NODES nodes of the widest type."""
-    from components.spec import MAX_NODES
+    from gpufleet.components.spec import MAX_NODES
 
     p = plan("aws-p5")
     nics = p.of_type(LT)[0].inputs["networkInterfaces"]
@@ -290,7 +290,7 @@ def test_subnet_goes_in_a_zone_that_offers_the_type(p4d):
 
 
 def test_first_zone_refuses_a_type_offered_nowhere():
-    from components.aws.offers import first_zone
+    from gpufleet.components.aws.offers import first_zone
 
     assert first_zone(["us-west-2c", "us-west-2a"], "p5.48xlarge", "us-west-2") == "us-west-2a"
     with pytest.raises(SpecError) as e:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components.aws.mocks import OFFERED_REGIONS
-from components.aws.offers import check_zones, first_zone
-from components.errors import SpecError
+from gpufleet.components.aws.mocks import OFFERED_REGIONS
+from gpufleet.components.aws.offers import check_zones, first_zone
+from gpufleet.components.errors import SpecError
 from tests.components.stackplans import plan_and_fleet, refused_before_anything
 
 

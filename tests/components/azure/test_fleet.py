@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from components import stackconfig
-from components.azure.mocks import FAKE_SUBSCRIPTION
-from components.errors import SpecError
-from components.spec import ClusterSpec
+from gpufleet.components import stackconfig
+from gpufleet.components.azure.mocks import FAKE_SUBSCRIPTION
+from gpufleet.components.errors import SpecError
+from gpufleet.components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "azure-native:compute:VirtualMachine"
@@ -202,7 +202,7 @@ def test_vms_wait_for_a_role_assignment_so_a_contributor_fails_before_any_vm():
     Contributor role does not have (Azure built-in roles: Contributor's NotActions include
     Microsoft.Authorization/*/Write). Every VM depends on its node's first role assignment, so
     a caller without it fails before any GPU VM exists, and the error is named plainly."""
-    from components.registry import explain_failure
+    from gpufleet.components.registry import explain_failure
 
     p = plan("azure-nd-a100")
     roles = {r.name for r in p.of_type("azure-native:authorization:RoleAssignment")}

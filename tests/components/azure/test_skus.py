@@ -6,8 +6,8 @@ import urllib.parse
 
 import pytest
 
-from components.azure import skus
-from components.errors import GpufleetError
+from gpufleet.components.azure import skus
+from gpufleet.components.errors import GpufleetError
 from tests.components.stackplans import plan_and_fleet, refused_before_anything
 
 H100 = "Standard_ND96isr_H100_v5"

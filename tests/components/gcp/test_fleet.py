@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "gcp:compute/instance:Instance"
@@ -186,7 +186,7 @@ def test_n1_shape_attaches_its_gpu():
 
 
 def test_image_user_data_ssh_keys_and_labels(a2):
-    from components.gcp.fleet import DLVM_IMAGE
+    from gpufleet.components.gcp.fleet import DLVM_IMAGE
 
     for vm in a2.of_type(VM):
         i = vm.name.rsplit("-", 1)[1]
@@ -302,8 +302,8 @@ def test_compact_placement_cap_is_enforced_in_the_spec():
     """A compact placement policy holds at most 150 VMs (GCE placement policies overview,
     cloud.google.com/compute/docs/instances/define-instance-placement); a bigger A2/A3 cluster
     would fail at creation. The spec refuses it; G2 gets no compact policy and is not capped."""
-    from components.gcp.rules import check_spec
-    from components.spec import ClusterSpec
+    from gpufleet.components.gcp.rules import check_spec
+    from gpufleet.components.spec import ClusterSpec
 
     base = {"name": "big", "cloud": "gcp", "instance_type": "a2-highgpu-8g",
             "ssh_cidrs": ["203.0.113.0/24"], "zone": "us-central1-a"}  # fmt: skip
@@ -367,7 +367,7 @@ def test_a_cluster_recreated_under_its_name_gets_a_new_role_and_account_id():
     (account id: 6-30 of [a-z0-9-]; role id: up to 64 of [a-zA-Z0-9_.])."""
     import re
 
-    from components.gcp.rules import node_account_id, self_delete_role_id
+    from gpufleet.components.gcp.rules import node_account_id, self_delete_role_id
 
     name = "a" + "-b" * 15 + "c"  # the longest cluster name (32)
     for n in (name, "a", "gcp-a2"):

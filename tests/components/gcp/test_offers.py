@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.gcp import offers
+from gpufleet.components.gcp import offers
 from tests.components.stackplans import plan_and_fleet, refused_before_anything
 
 

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from components.catalog import InstanceType, lookup
 from gpufleet.cli.catalog import network, row
+from gpufleet.components.catalog import InstanceType, lookup
 from tests.integration.conftest import ROOT
 
 

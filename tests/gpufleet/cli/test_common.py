@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.errors import SpecError
 from gpufleet.cli.common import ask, node_index, parse_duration, parse_pairs, parse_ttl
+from gpufleet.components.errors import SpecError
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.errors import GpufleetError
 from gpufleet.cli.cluster import spec_from_flags
 from gpufleet.cli.common import parse_pairs, parse_ttl
+from gpufleet.components.errors import GpufleetError
 
 EXAMPLES = int(os.environ.get("GPUFLEET_FUZZ_EXAMPLES", 5000))
 COUNTS: collections.Counter = collections.Counter()

@@ -39,8 +39,8 @@ STACK = """config:
 
 
 def test_render_from_a_stack_folder_is_the_exact_node_cloud_init(tmp_path):
-    from components.bootstrap import placeholder_context, render_cloud_init
-    from components.stackconfig import spec_from_stack
+    from gpufleet.components.bootstrap import placeholder_context, render_cloud_init
+    from gpufleet.components.stackconfig import spec_from_stack
 
     (tmp_path / "Pulumi.review.yaml").write_text(STACK)
     r = cli("render", "--stack", "review", "--node", "2", "--stacks-dir", str(tmp_path),

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from components.spec import ClusterSpec
 from gpufleet import state
 from gpufleet.cli.health import _without_protocol
+from gpufleet.components.spec import ClusterSpec
 from gpufleet.health import PROBE_MARK
 from tests.gpufleet import clusters
 
@@ -51,7 +51,7 @@ def test_list_has_a_header_and_expiry_with_time_zone_and_price(gpufleet_home):
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("big"))
     assert time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(when)) in row
     assert "p4d.24xlarge" in row and "recorded" in row
-    from components.catalog import lookup
+    from gpufleet.components.catalog import lookup
 
     assert f"{2 * lookup('aws', 'p4d.24xlarge').price_per_hour:.2f}" in row
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog import lookup
+from gpufleet.components.catalog import lookup
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = str(ROOT / "examples")
@@ -110,8 +110,8 @@ def test_stack_whose_provider_region_differs_from_the_spec_is_refused(tmp_path):
     """Pulumi's AWS provider creates every resource in `aws:region`
     (https://www.pulumi.com/registry/packages/aws/installation-configuration/): a spec that
     says another region would be checked and priced for a region it is not built in."""
-    from components.errors import SpecError
-    from components.stackconfig import spec_from_config
+    from gpufleet.components.errors import SpecError
+    from gpufleet.components.stackconfig import spec_from_config
 
     config = {
         "aws:region": "us-west-2",
@@ -132,8 +132,8 @@ def test_max_cost_on_an_existing_cluster_counts_the_ttl_it_has_left(gpufleet_hom
     region), over what is left of its TTL: what the run can cost if the CLI dies."""
     import time
 
-    from components.spec import ClusterSpec
     from gpufleet import state
+    from gpufleet.components.spec import ClusterSpec
     from tests.gpufleet.clusters import cluster
 
     spec = ClusterSpec.from_input(

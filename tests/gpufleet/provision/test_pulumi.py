@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from components.errors import SpecError
-from components.registry import provider_config
-from components.spec import ClusterSpec
+from gpufleet.components.errors import SpecError
+from gpufleet.components.registry import provider_config
+from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision import pulumi as pp
 from tests.integration.conftest import ROOT
 
@@ -146,7 +146,7 @@ def test_dynamic_provider_process_loads_the_bake_wait_from_this_checkout(tmp_pat
 
     from pulumi.dynamic.dynamic import serialize_provider
 
-    from components.bake import _BuilderReadyProvider
+    from gpufleet.components.bake import _BuilderReadyProvider
 
     monkeypatch.delenv("PULUMI_PYTHON_CMD", raising=False)
     env = pp.workspace_env(f"file://{tmp_path}")
@@ -163,7 +163,33 @@ def test_dynamic_provider_process_loads_the_bake_wait_from_this_checkout(tmp_pat
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": env["PYTHONPATH"]},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert Path(r.stdout.strip()) == Path(ROOT) / "components" / "bake.py"
+    assert Path(r.stdout.strip()).resolve() == Path(ROOT) / "components" / "bake.py"
+
+
+def test_a_provider_pickled_under_the_old_components_path_still_loads(tmp_path, monkeypatch):
+    """pulumi/pulumi#7755: a dynamic provider is pickled by reference (module and class name)
+    into the stack's state, so a stack made while the package was `components` names
+    `components.bake`; the dynamic-provider process must still find it there."""
+    import pickle
+
+    import gpufleet.components.bake as bake
+
+    monkeypatch.setitem(sys.modules, "components.bake", bake)
+    monkeypatch.setattr(bake._BuilderReadyProvider, "__module__", "components.bake")
+    blob = pickle.dumps(bake._BuilderReadyProvider())
+    assert b"components.bake" in blob and b"gpufleet" not in blob
+    env = pp.workspace_env(f"file://{tmp_path}")
+    load = (
+        "import pickle, sys; o = pickle.loads(bytes.fromhex(sys.argv[1])); "
+        "print(type(o).__module__, type(o).__name__)"
+    )
+    r = subprocess.run(
+        [env["PULUMI_PYTHON_CMD"], "-c", load, blob.hex()],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": env["PYTHONPATH"]},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["gpufleet.components.bake", "_BuilderReadyProvider"]
 
 
 def test_workspace_env_keeps_a_python_the_user_chose(tmp_path, monkeypatch):
@@ -171,7 +197,8 @@ def test_workspace_env_keeps_a_python_the_user_chose(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/extra")
     env = pp.workspace_env(f"file://{tmp_path}")
     assert env["PULUMI_PYTHON_CMD"] == "/opt/py/bin/python3"
-    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/extra"]
+    pickled = os.path.join(ROOT, "gpufleet", "_pickled")
+    assert env["PYTHONPATH"].split(os.pathsep) == [pickled, str(ROOT), "/extra"]
     assert env["PULUMI_BACKEND_URL"] == f"file://{tmp_path}" and env["PULUMI_CONFIG_PASSPHRASE"]
 
 
@@ -202,8 +229,8 @@ class FakeStack:
 def planned_result(s: ClusterSpec):
     from types import SimpleNamespace
 
-    from components import stackconfig
-    from components.preview import evaluate
+    from gpufleet.components import stackconfig
+    from gpufleet.components.preview import evaluate
 
     outputs = evaluate(
         lambda: stackconfig.exports(stackconfig.build(s, expires_at=1_900_000_000)),
@@ -415,7 +442,7 @@ class ProgramStack(FakeStack):
         self.spec, self.program, self.registered = spec, program, registered
 
     def up(self, **_):
-        from components.preview import RecordingMocks, evaluate
+        from gpufleet.components.preview import RecordingMocks, evaluate
 
         self.calls.append(("up", self.zone))
         original = RecordingMocks.new_resource

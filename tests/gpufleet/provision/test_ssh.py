@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from components.errors import SpecError
+from gpufleet.components.errors import SpecError
 from gpufleet.provision.ssh import Host, from_flags, load_inventory, parse_host
 
 

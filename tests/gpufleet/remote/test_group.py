@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.spec import ClusterInfo, NodeInfo
 from gpufleet.remote.group import (
     PID_MARK,
     Group,

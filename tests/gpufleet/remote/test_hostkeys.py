@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from components.spec import HostKeyRotation
+from gpufleet.components.spec import HostKeyRotation
 from gpufleet.errors import GpufleetError
 from gpufleet.remote import hostkeys
 

@@ -1,0 +1,1 @@
+"""`components.*` as stacks made before gpufleet.components pickled it; only on Pulumi's path."""
