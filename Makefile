@@ -3,9 +3,14 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBS := openssh-server openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync jq
+# The demo needs only sshd (its nodes); ssh-keygen comes with it. It copies the workdir
+# without rsync when rsync is missing. The tests need the rest: the real tools they check against.
+DEMO_DEBS := openssh-server
+TEST_DEBS := $(DEMO_DEBS) openssh-client shellcheck cloud-init pdsh openmpi-bin iptables qemu-system-x86 qemu-utils debootstrap genisoimage e2fsprogs rsync jq
+# setuptools prints an information-only note on every editable install; the rest stays visible.
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 
-.PHONY: demo test test-quick test-vm lint fmt venv debs deps-test deps-demo golden bench faults clean
+.PHONY: demo test test-quick test-vm lint fmt venv debs-demo debs-test deps-test deps-demo golden bench faults clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,7 +19,9 @@ $(BIN)/python:
 venv: $(BIN)/python
 
 # Debian packages the sandbox and the checks use; installed only when missing and root.
-debs:
+debs-demo: DEBS = $(DEMO_DEBS)
+debs-test: DEBS = $(TEST_DEBS)
+debs-demo debs-test:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -22,11 +29,11 @@ debs:
 	  else echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; fi; \
 	fi
 
-deps-demo: venv debs
-	$(BIN)/pip install -q -e '.[examples]'
+deps-demo: venv debs-demo
+	$(PIP_INSTALL) -e '.[examples]'
 
-deps-test: venv debs
-	$(BIN)/pip install -q -e '.[dev,examples]'
+deps-test: venv debs-test
+	$(PIP_INSTALL) -e '.[dev,examples]'
 
 demo: deps-demo
 	$(BIN)/python examples/demo.py

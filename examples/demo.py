@@ -43,7 +43,7 @@ def main() -> int:
         "60",
         env=env,
     )
-    listed = json.loads(gpufleet("list", "--json", capture_output=True, env=env).stdout)
+    listed = json.loads(gpufleet("list", "--json", capture_output=True, env=env).stdout)["clusters"]
     left = sandbox_processes(NAME)
     sshd = [
         ln
