@@ -117,6 +117,22 @@ def test_installed_wheel_reads_its_own_copy_outside_the_checkout(venv: Path, tmp
     assert all(p.startswith(str(venv)) for p in where), where
 
 
+def test_a_users_own_components_folder_neither_shadows_nor_is_shadowed(venv: Path, tmp_path: Path):
+    """Many Pulumi programs have a components/ package of their own: gpufleet must run in
+    their folder, and their program must import both its own `components` and gpufleet's."""
+    (tmp_path / "components").mkdir()
+    (tmp_path / "components" / "__init__.py").write_text("MINE = True\n")
+    py = str(venv / "bin" / "python")
+    r = subprocess.run([py, "-m", "gpufleet", "--version"], cwd=tmp_path, capture_output=True,
+                       text=True, env=_clean_env(), timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("0.1.0") and not r.stderr
+    both = "import components, gpufleet.components.spec; print(components.MINE)"
+    r = subprocess.run([py, "-c", both], cwd=tmp_path, capture_output=True, text=True,
+                       env=_clean_env(), timeout=120)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
+
+
 def test_plan_render_catalog_from_the_wheel(venv: Path, tmp_path: Path, gpufleet_home: Path):
     r = gpufleet(venv, tmp_path, gpufleet_home, "plan", "--stack", "aws-p4d", "--json")
     assert r.returncode == 0, r.stderr
