@@ -16,7 +16,7 @@ SUBNET_CIDR = "10.45.0.0/20"
 # set's branch, so an image that moved to another branch would have its driver replaced by
 # the recipe on every new node. 22.04.2026082801 is the newest version named in public
 # deployment files read offline; confirm with `az vm image list --publisher microsoft-dsvm
-# --offer ubuntu-hpc --sku 2204 --all` (README, open questions).
+# --offer ubuntu-hpc --sku 2204 --all` (docs/clouds.md, "Azure image and NCCL").
 HPC_IMAGE = {
     "publisher": "microsoft-dsvm",
     "offer": "ubuntu-hpc",

@@ -14,7 +14,7 @@ MAX_RUN_MINUTES = 120 * 24 * 60
 COMPACT_SERIES = ("a2-", "a3-")
 # "Compact placement policies support up to 150 VMs per policy" (placement policies overview,
 # cloud.google.com/compute/docs/instances/define-instance-placement). Newer series may allow
-# more; refusing above 150 is the safe side of that open question (README).
+# more; refusing above 150 is the safe side of that open question (docs/clouds.md).
 COMPACT_MAX_VMS = 150
 
 # Zones that offer each machine series, by region, in the order gpufleet tries them

@@ -271,9 +271,9 @@ class PulumiProvisioner:
         """Move the cluster's hard expiry on its nodes, over SSH (the stack keeps its own).
 
         The nodes' user data, tags and labels keep the creation-time expiry: changing them
-        would make the clouds replace or refuse the VMs (README, "Expiry is fixed once per
-        cluster"). Refused before anything changes where the cloud itself would remove the
-        VMs earlier (GCP's terminationTime).
+        would make the clouds replace or refuse the VMs (docs/decisions.md, "Expiry is fixed
+        once per cluster"). Refused before anything changes where the cloud itself would remove
+        the VMs earlier (GCP's terminationTime).
         """
         from gpufleet.components.registry import refuse_extension
         from gpufleet.errors import ExtendRefused

@@ -779,9 +779,9 @@ def test_an_extended_hard_expiry_replaces_the_one_from_user_data(
     """cloud-init writes /etc/gpufleet/env once per instance (write_files' module frequency is
     "once-per-instance", cloud-init docs "Module reference: Write Files"), so a changed user
     data never reaches a running node, and the stack keeps it fixed anyway (changing it makes
-    the clouds replace or refuse the VMs: README, "Expiry is fixed once per cluster"). `gpufleet
-    extend` writes the new hard expiry to /var/lib/gpufleet/expires_at over SSH instead, and the
-    expiry script prefers it to GPUFLEET_EXPIRES_AT."""
+    the clouds replace or refuse the VMs: docs/decisions.md, "Expiry is fixed once per
+    cluster"). `gpufleet extend` writes the new hard expiry to /var/lib/gpufleet/expires_at over
+    SSH instead, and the expiry script prefers it to GPUFLEET_EXPIRES_AT."""
     p4d.set_env(GPUFLEET_EXPIRES_AT=hard)
     p4d.put("var/lib/gpufleet/expires_at", extended + "\n")
     if lease is not None:

@@ -174,8 +174,8 @@ def test_an_empty_file_backend_needs_no_pulumi(gpufleet_home, monkeypatch):
 def test_an_extended_cluster_is_not_swept_past_its_stacks_expiry(backend, capsys):
     """`extend` moves the nodes' expiry and this machine's record, not the stack: its
     expires_at output (and the cloud tags) keep the creation time, because changing them would
-    change every node's user data (README, "Expiry is fixed once per cluster"). sweep judges a
-    stack by the record here first, so the extended cluster stays."""
+    change every node's user data (docs/decisions.md, "Expiry is fixed once per cluster"). sweep
+    judges a stack by the record here first, so the extended cluster stays."""
     now = time.time()
     record("ext", now + 2 * 86400)
     backend.outputs["ext"] = outputs("ext", now - 60)  # its creation-time expiry has passed

@@ -1,0 +1,67 @@
+"""The docs site: every CLI command has a section in docs/commands.md, and mkdocs builds strict."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS_MD = ROOT / "docs" / "commands.md"
+
+
+def cli_commands() -> set[str]:
+    """Every command path of the CLI, groups and their subcommands: {"up", "image bake", ...}."""
+    from gpufleet.cli import build_command
+
+    found: set[str] = set()
+
+    def walk(command, prefix: str) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            path = f"{prefix}{name}"
+            found.add(path)
+            walk(sub, f"{path} ")
+
+    walk(build_command(), "")
+    return found
+
+
+def documented_commands() -> set[str]:
+    """The commands docs/commands.md has a heading for (`## gpufleet up`, `#### gpufleet image
+    bake`)."""
+    heading = re.compile(r"^#{2,6} gpufleet ([a-z][a-z -]*)$", re.M)
+    return {m.group(1).strip() for m in heading.finditer(COMMANDS_MD.read_text())}
+
+
+def test_every_command_has_a_section_in_the_commands_page():
+    missing = sorted(cli_commands() - documented_commands())
+    assert not missing, f"docs/commands.md has no section for: {missing} (add `### gpufleet CMD`)"
+
+
+def test_the_commands_page_names_no_command_the_cli_lacks():
+    stale = sorted(documented_commands() - cli_commands())
+    assert not stale, f"docs/commands.md documents commands the CLI does not have: {stale}"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,
+    reason="mkdocs and mkdocs-material are not installed (pip install -e '.[dev]'); "
+    "`make docs` builds the site",
+)
+def test_the_docs_site_builds_strict(tmp_path):
+    """--strict: a link to a missing page or anchor, or a page left out of nav, fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "commands" / "index.html").is_file()
