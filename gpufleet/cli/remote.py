@@ -88,6 +88,16 @@ def ssh_config(
     include: Annotated[
         bool, typer.Option("--include", help="print the one Include line for ~/.ssh/config")
     ] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="put that Include line first in ~/.ssh/config (creates it; run again: no change)",
+        ),
+    ] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="remove the Include line from ~/.ssh/config")
+    ] = False,
     control_persist: Annotated[
         str | None,
         typer.Option(
@@ -99,16 +109,27 @@ def ssh_config(
     """Print a cluster's OpenSSH config: hosts `<cluster>` (head) and `<cluster>-node-K`.
 
     Every cluster's config is also kept in $GPUFLEET_HOME/clusters/<name>/ssh_config (removed
-    by `down`); `gpufleet ssh-config --include >> ~/.ssh/config` (put it before any Host
-    block) makes `ssh t-node-1`, scp, rsync and VS Code see every cluster.
+    by `down`); `gpufleet ssh-config --install` includes them all at the top of ~/.ssh/config,
+    so `ssh t-node-1`, scp, rsync and VS Code see every cluster.
     """
     from gpufleet import sshconfig, state
 
-    if include:
-        typer.echo(sshconfig.include_line(state.home()))
+    if include or install or uninstall:
+        if include + install + uninstall > 1 or name is not None or control_persist:
+            raise typer.BadParameter(
+                "use --include, --install or --uninstall alone (no cluster name, no other option)"
+            )
+        line = sshconfig.include_line(state.home())
+        if include:
+            typer.echo(line)
+            return
+        from gpufleet import sshinclude
+        from gpufleet.cli.common import progress
+
+        progress((sshinclude.install if install else sshinclude.uninstall)(line))
         return
     if name is None:
-        raise typer.BadParameter("name a cluster, or pass --include")
+        raise typer.BadParameter("name a cluster, or pass --include or --install")
     info = state.load(name)
     if control_persist:
         from gpufleet.ops import write_ssh_config
