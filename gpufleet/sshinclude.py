@@ -24,7 +24,8 @@ class SshConfigError(GpufleetError):
     def __init__(self, path: Path, why: str):
         super().__init__(
             f"cannot update {path}: {why}",
-            hint="or put the line `gpufleet ssh-config --include` prints first in that file",
+            hint="fix its permissions, or put the line `gpufleet ssh-config --include` prints"
+            " first in that file",
         )
 
 

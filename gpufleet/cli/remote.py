@@ -7,16 +7,25 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
+from gpufleet.cli import options as opt
+
 
 def exec_(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     command: Annotated[list[str], typer.Argument(help="command, after --")],
-    node: Annotated[list[str], typer.Option("--node", help="only these nodes (repeat)")] = [],  # noqa: B006
+    node: Annotated[
+        list[str],
+        typer.Option("--node", help="only these nodes (repeat)", autocompletion=completers.nodes),
+    ] = [],  # noqa: B006
     timeout: Annotated[
         float | None, typer.Option(help="seconds before the command is killed")
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="node -> result map, no streaming")
+        bool,
+        typer.Option(
+            "--json", help="one document, each node's exit code and output (exec.schema.json)"
+        ),
     ] = False,
     tree: Annotated[
         bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
@@ -32,9 +41,15 @@ def exec_(
 
 
 def hostfile(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="openmpi|mpich|deepspeed|plain|env")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="openmpi|mpich|deepspeed|plain|env",
+            autocompletion=completers.choices(completers.HOSTFILE_FORMATS),
+        ),
     ] = "openmpi",
     aliases: Annotated[
         bool,
@@ -43,7 +58,8 @@ def hostfile(
         ),
     ] = False,
 ) -> None:
-    """Print a hostfile for the cluster (private addresses; slots = GPUs, at least 1)."""
+    """Print a hostfile for the cluster, head first: private addresses (or --aliases),
+    slots = GPUs (at least 1); --format env prints shell variables instead."""
     from gpufleet import hostfile as hf
     from gpufleet import state
 
@@ -51,8 +67,10 @@ def hostfile(
 
 
 def ssh(
-    name: Annotated[str, typer.Argument(help="cluster name")],
-    node: Annotated[str, typer.Argument(help="node name or index")] = "node-0",
+    name: opt.ClusterName,
+    node: Annotated[
+        str, typer.Argument(help="node name or index", autocompletion=completers.nodes)
+    ] = "node-0",
     command: Annotated[
         list[str] | None, typer.Argument(help="command to run instead of a shell")
     ] = None,
@@ -84,7 +102,9 @@ def ssh(
 
 
 def ssh_config(
-    name: Annotated[str | None, typer.Argument(help="cluster name")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="cluster name", autocompletion=completers.clusters)
+    ] = None,
     include: Annotated[
         bool, typer.Option("--include", help="print the one Include line for ~/.ssh/config")
     ] = False,
