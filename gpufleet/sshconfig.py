@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gpufleet.components.spec import ClusterInfo, NodeInfo
@@ -60,5 +61,9 @@ def render(info: ClusterInfo, *, internal: bool = False, control_persist: str | 
 
 
 def include_line(home: Path) -> str:
-    """The one line for ~/.ssh/config (before any Host block) that picks up every cluster."""
-    return f"Include {home}/clusters/*/{FILE}"
+    """The one line for ~/.ssh/config (before any Host block) that picks up every cluster.
+
+    Absolute (OpenSSH reads a relative Include from ~/.ssh), quoted when it has a space.
+    """
+    pattern = f"{os.path.abspath(home)}/clusters/*/{FILE}"
+    return f'Include "{pattern}"' if any(c.isspace() for c in pattern) else f"Include {pattern}"

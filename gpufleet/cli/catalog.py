@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpufleet.cli import completers
 from gpufleet.cli.common import console, print_json
 
 if TYPE_CHECKING:
@@ -52,7 +53,13 @@ def row(t: InstanceType) -> tuple[str, ...]:
 
 
 def catalog(
-    cloud: Annotated[str | None, typer.Option(help="aws | gcp | azure (any case)")] = None,
+    cloud: Annotated[
+        str | None,
+        typer.Option(
+            help="aws | gcp | azure (any case)",
+            autocompletion=completers.choices(completers.CATALOG_CLOUDS),
+        ),
+    ] = None,
     gpu: Annotated[
         str | None, typer.Option(help="GPU model substring, any case: H100, a10g, 80GB")
     ] = None,

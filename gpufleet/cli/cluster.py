@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
 from gpufleet.cli import options as opt
 from gpufleet.cli.common import (
     console,
@@ -161,7 +162,9 @@ def _recorded(name: str) -> tuple[object | None, object | None]:
 
 
 def down(
-    names: Annotated[list[str], typer.Argument(help="cluster names")] = [],  # noqa: B006
+    names: Annotated[
+        list[str], typer.Argument(help="cluster names", autocompletion=completers.clusters)
+    ] = [],  # noqa: B006
     all_: Annotated[bool, typer.Option("--all", help="every recorded cluster")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --all)")] = False,
 ) -> None:
@@ -204,7 +207,7 @@ def down(
 
 
 def extend(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     duration: Annotated[str, typer.Argument(help="new expiry from now, e.g. 2h")],
 ) -> None:
     """Move a kept cluster's expiry to DURATION from now."""
@@ -298,7 +301,7 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
 
 
 def status(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     as_json: Annotated[
         bool, typer.Option("--json", help="print the cluster document (cluster.schema.json)")
     ] = False,
@@ -344,7 +347,7 @@ def list_clusters(
         bool, typer.Option("--json", help="print the cluster list (cluster-list.schema.json)")
     ] = False,
 ) -> None:
-    """List recorded clusters: state, age, expiry, nodes, type, $/hour."""
+    """List recorded clusters: cloud, state, age, expiry, nodes, type, $/hour."""
     from gpufleet import state
     from gpufleet.cli import documents
 

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
+
 SHELLS = ("bash", "zsh", "fish")
 INSTALL = {
     "bash": 'eval "$(gpufleet completion bash)"   # in ~/.bashrc',
@@ -15,9 +17,17 @@ INSTALL = {
 
 
 def completion(
-    shell: Annotated[str, typer.Argument(help="bash | zsh | fish", metavar="SHELL")],
+    shell: Annotated[
+        str,
+        typer.Argument(
+            help="bash | zsh | fish",
+            metavar="SHELL",
+            autocompletion=completers.choices(SHELLS),
+        ),
+    ],
 ) -> None:
-    """Print the completion script for a shell (commands, options, cluster names).
+    """Print the completion script for a shell: commands, options and their values (clusters,
+    nodes, run ids, clouds, launchers, stacks, instance types).
 
     bash: eval "$(gpufleet completion bash)" in ~/.bashrc; zsh: the same in ~/.zshrc;
     fish: gpufleet completion fish > ~/.config/fish/completions/gpufleet.fish

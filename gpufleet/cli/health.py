@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import options as opt
 from gpufleet.cli.common import console, node_index, node_printer, print_json, progress
 
 
 def health(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     fabric: Annotated[
         bool, typer.Option("--fabric", help="also run the all-reduce probe across the cluster")
     ] = False,

@@ -7,12 +7,19 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
+
 image_app = typer.Typer(help="The node image: render its cloud-init, bake a reusable image.")
 
 
 @image_app.command()
 def render(
-    stack: Annotated[str, typer.Option(help="stack name: stacks/Pulumi.<stack>.yaml")],
+    stack: Annotated[
+        str,
+        typer.Option(
+            help="stack name: stacks/Pulumi.<stack>.yaml", autocompletion=completers.stacks
+        ),
+    ],
     node: Annotated[int, typer.Option(help="node index (0 = head)")] = 0,
     stacks_dir: Annotated[Path | None, typer.Option(help="folder with the stack files")] = None,
     expires_at: Annotated[
@@ -37,7 +44,12 @@ def render(
 
 @image_app.command()
 def bake(
-    stack: Annotated[str, typer.Option(help="stack whose cloud, region and type to bake for")],
+    stack: Annotated[
+        str,
+        typer.Option(
+            help="stack whose cloud, region and type to bake for", autocompletion=completers.stacks
+        ),
+    ],
     stacks_dir: Annotated[Path | None, typer.Option(help="folder with the stack files")] = None,
     plan: Annotated[
         bool, typer.Option("--plan", help="only show what the bake registers (offline, mocks)")

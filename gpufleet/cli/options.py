@@ -1,4 +1,4 @@
-"""Options `up` and `run` share when they create a cluster: one declaration, one help text."""
+"""Parameters several commands share: one declaration, one help text, one completion."""
 
 from __future__ import annotations
 
@@ -7,13 +7,29 @@ from typing import Annotated
 
 import typer
 
-Cloud = Annotated[str, typer.Option(help="local | vm | ssh | aws | gcp | azure (any case)")]
+from gpufleet.cli import completers
+
+ClusterName = Annotated[
+    str, typer.Argument(help="cluster name", autocompletion=completers.clusters)
+]
+Cloud = Annotated[
+    str,
+    typer.Option(
+        help="local | vm | ssh | aws | gcp | azure (any case)",
+        autocompletion=completers.choices(completers.CLOUDS),
+    ),
+]
 Nodes = Annotated[
     int | None, typer.Option(help="number of nodes, head included (default 2; ssh: the hosts)")
 ]
 InstanceType = Annotated[
     str | None,
-    typer.Option("--instance-type", "-t", help="GPU instance type (see `gpufleet catalog`)"),
+    typer.Option(
+        "--instance-type",
+        "-t",
+        help="GPU instance type (see `gpufleet catalog`)",
+        autocompletion=completers.instance_types,
+    ),
 ]
 Region = Annotated[
     str | None, typer.Option(help="cloud region (default: the cloud's; not on local)")

@@ -7,11 +7,17 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
 from gpufleet.cli.common import console, print_json
 
 
 def plan(
-    stack: Annotated[str, typer.Option(help="stack name: stacks/Pulumi.<stack>.yaml")],
+    stack: Annotated[
+        str,
+        typer.Option(
+            help="stack name: stacks/Pulumi.<stack>.yaml", autocompletion=completers.stacks
+        ),
+    ],
     stacks_dir: Annotated[
         Path | None,
         typer.Option(

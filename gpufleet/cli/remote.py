@@ -7,16 +7,25 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
+from gpufleet.cli import options as opt
+
 
 def exec_(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     command: Annotated[list[str], typer.Argument(help="command, after --")],
-    node: Annotated[list[str], typer.Option("--node", help="only these nodes (repeat)")] = [],  # noqa: B006
+    node: Annotated[
+        list[str],
+        typer.Option("--node", help="only these nodes (repeat)", autocompletion=completers.nodes),
+    ] = [],  # noqa: B006
     timeout: Annotated[
         float | None, typer.Option(help="seconds before the command is killed")
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="node -> result map, no streaming")
+        bool,
+        typer.Option(
+            "--json", help="one document, each node's exit code and output (exec.schema.json)"
+        ),
     ] = False,
     tree: Annotated[
         bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
@@ -32,9 +41,15 @@ def exec_(
 
 
 def hostfile(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="openmpi|mpich|deepspeed|plain|env")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="openmpi|mpich|deepspeed|plain|env",
+            autocompletion=completers.choices(completers.HOSTFILE_FORMATS),
+        ),
     ] = "openmpi",
     aliases: Annotated[
         bool,
@@ -43,7 +58,8 @@ def hostfile(
         ),
     ] = False,
 ) -> None:
-    """Print a hostfile for the cluster (private addresses; slots = GPUs, at least 1)."""
+    """Print a hostfile for the cluster, head first: private addresses (or --aliases),
+    slots = GPUs (at least 1); --format env prints shell variables instead."""
     from gpufleet import hostfile as hf
     from gpufleet import state
 
@@ -51,8 +67,10 @@ def hostfile(
 
 
 def ssh(
-    name: Annotated[str, typer.Argument(help="cluster name")],
-    node: Annotated[str, typer.Argument(help="node name or index")] = "node-0",
+    name: opt.ClusterName,
+    node: Annotated[
+        str, typer.Argument(help="node name or index", autocompletion=completers.nodes)
+    ] = "node-0",
     command: Annotated[
         list[str] | None, typer.Argument(help="command to run instead of a shell")
     ] = None,
@@ -84,9 +102,21 @@ def ssh(
 
 
 def ssh_config(
-    name: Annotated[str | None, typer.Argument(help="cluster name")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="cluster name", autocompletion=completers.clusters)
+    ] = None,
     include: Annotated[
         bool, typer.Option("--include", help="print the one Include line for ~/.ssh/config")
+    ] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="put that Include line first in ~/.ssh/config (creates it; run again: no change)",
+        ),
+    ] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="remove the Include line from ~/.ssh/config")
     ] = False,
     control_persist: Annotated[
         str | None,
@@ -99,16 +129,27 @@ def ssh_config(
     """Print a cluster's OpenSSH config: hosts `<cluster>` (head) and `<cluster>-node-K`.
 
     Every cluster's config is also kept in $GPUFLEET_HOME/clusters/<name>/ssh_config (removed
-    by `down`); `gpufleet ssh-config --include >> ~/.ssh/config` (put it before any Host
-    block) makes `ssh t-node-1`, scp, rsync and VS Code see every cluster.
+    by `down`); `gpufleet ssh-config --install` includes them all at the top of ~/.ssh/config,
+    so `ssh t-node-1`, scp, rsync and VS Code see every cluster.
     """
     from gpufleet import sshconfig, state
 
-    if include:
-        typer.echo(sshconfig.include_line(state.home()))
+    if include or install or uninstall:
+        if include + install + uninstall > 1 or name is not None or control_persist:
+            raise typer.BadParameter(
+                "use --include, --install or --uninstall alone (no cluster name, no other option)"
+            )
+        line = sshconfig.include_line(state.home())
+        if include:
+            typer.echo(line)
+            return
+        from gpufleet import sshinclude
+        from gpufleet.cli.common import progress
+
+        progress((sshinclude.install if install else sshinclude.uninstall)(line))
         return
     if name is None:
-        raise typer.BadParameter("name a cluster, or pass --include")
+        raise typer.BadParameter("name a cluster, or pass --include or --install")
     info = state.load(name)
     if control_persist:
         from gpufleet.ops import write_ssh_config

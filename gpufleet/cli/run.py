@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
 from gpufleet.cli import options as opt
 from gpufleet.cli.common import (
     node_printer,
@@ -40,7 +41,10 @@ def run(
     ],
     cluster: Annotated[
         str | None,
-        typer.Option(help="run on this existing cluster (kept afterwards) instead of creating one"),
+        typer.Option(
+            help="run on this existing cluster (kept afterwards) instead of creating one",
+            autocompletion=completers.clusters,
+        ),
     ] = None,
     name: Annotated[
         str | None,
@@ -63,7 +67,10 @@ def run(
         ),
     ] = "24h",
     ssh_cidr: Annotated[list[str], typer.Option(help="CIDR allowed to SSH (repeat)")] = [],  # noqa: B006
-    launcher: Annotated[str, typer.Option(help=LAUNCHERS_HELP)] = "torchrun",
+    launcher: Annotated[
+        str,
+        typer.Option(help=LAUNCHERS_HELP, autocompletion=completers.choices(completers.LAUNCHERS)),
+    ] = "torchrun",
     nproc_per_node: Annotated[
         int | None, typer.Option(help="ranks per node (default: the node's GPUs, or 1)")
     ] = None,
@@ -105,7 +112,9 @@ def run(
     ] = False,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="one run-result document on stdout; node output to stderr"),
+        typer.Option(
+            "--json", help="the run result (run.schema.json) on stdout; node output to stderr"
+        ),
     ] = False,
 ) -> None:
     """Create a cluster (or reuse one), run a distributed job on it, and tear it down.

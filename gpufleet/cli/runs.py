@@ -6,13 +6,16 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
 from gpufleet.cli.common import console, new_table, print_json, when
 
 
 def runs(
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON document")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the run list (run-list.schema.json)")
+    ] = False,
 ) -> None:
-    """List runs: start, end, exit code, nodes, cluster, launcher, estimated cost."""
+    """List runs: id, status, start, end, exit code, nodes, cluster, estimated cost."""
     from gpufleet import runs as r
 
     found = r.all_runs()
@@ -35,7 +38,9 @@ def runs(
 
 
 def logs(
-    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    run_id: Annotated[
+        str, typer.Argument(help="run id (or a unique prefix)", autocompletion=completers.run_ids)
+    ],
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="keep printing until the run ends")
     ] = False,

@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli import completers
+from gpufleet.cli import options as opt
+
 
 def sync_(
-    name: Annotated[str, typer.Argument(help="cluster name")],
+    name: opt.ClusterName,
     workdir: Annotated[Path, typer.Option(help="directory to mirror")] = Path("."),
     include: Annotated[
         list[str], typer.Option(help="also copy paths matching this (.gitignore-style; repeat)")
@@ -17,8 +20,17 @@ def sync_(
     exclude: Annotated[
         list[str], typer.Option(help="never copy paths matching this (repeat)")
     ] = [],  # noqa: B006
-    method: Annotated[str, typer.Option("--sync-method", help="auto | rsync | paramiko")] = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="print what was done as JSON")] = False,
+    method: Annotated[
+        str,
+        typer.Option(
+            "--sync-method",
+            help="auto | rsync | paramiko",
+            autocompletion=completers.choices(completers.SYNC_METHODS),
+        ),
+    ] = "auto",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print what was copied (sync.schema.json)")
+    ] = False,
 ) -> None:
     """Mirror WORKDIR into each node's workdir: this machine uploads to the head only, the
     head copies to the workers; files the directory no longer has are removed there."""

@@ -72,3 +72,31 @@ def test_zsh_and_fish_completion():
 def test_unknown_shell_is_refused_with_the_list():
     r = cli("completion", "tcsh")
     assert r.returncode == 2 and "use one of bash, zsh, fish" in r.stderr
+
+
+def test_every_json_option_names_the_schema_of_what_it_prints():
+    """`exec --json` said "node -> result map" for a document whose nodes are a list."""
+    from pathlib import Path
+
+    import gpufleet
+
+    schemas = {p.name for p in (Path(gpufleet.__file__).parent / "schemas").glob("*.json")}
+    found = 0
+    for prefix, cmd in commands():
+        for p in cmd.params:
+            if "--json" in getattr(p, "opts", ()):
+                named = re.findall(r"[\w-]+\.schema\.json", p.help or "")
+                assert named and set(named) <= schemas, f"gpufleet {' '.join(prefix)} --json"
+                found += 1
+    assert found >= 10
+
+
+def test_runs_help_names_the_columns_the_table_has(gpufleet_home):
+    from tests.gpufleet.test_runs import write_record
+
+    write_record("abc123", status="succeeded", ended_at=1060.0, exit_code=0)
+    table = cli("runs", COLUMNS="200").stdout
+    header = next(ln for ln in table.splitlines() if "STATUS" in ln).lower()
+    said = cli("runs", "--help").stdout.split("List runs:")[1].split(".")[0]
+    for word in ("launcher", "cost", "cluster", "nodes", "exit", "status"):
+        assert (word in said) == (word in header), word
