@@ -103,6 +103,15 @@ def test_mpirun_gives_an_env_init_ddp_script_the_torch_contract(
         ("node-2", "2", "3", "2", "0", "1"),
     ], r.stdout
     assert all(t[6].startswith(master) for t in lines)
+    # The repo's torchrun example, as it is: its node rank line and rank 0's result
+    shutil.copy(ROOT / "examples" / "train_ddp.py", tmp_path / "train_ddp.py")
+    r = gpufleet(gpufleet_home, "run", "--cluster", "ddp", "--launcher", "mpirun",
+                 "--workdir", str(tmp_path), "--", "train_ddp.py", "--steps", "20",
+                 timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    up = set(re.findall(r"^\[(node-\d)\] rank (\d)/3 up on node (\d)", r.stdout, re.M))
+    assert up == {("node-0", "0", "0"), ("node-1", "1", "1"), ("node-2", "2", "2")}, r.stdout
+    assert re.search(r"^\[node-0\] done world_size=3 ", r.stdout, re.M), r.stdout
 
 
 @requires_torch
