@@ -10,6 +10,7 @@ __all__ = [
     "CatalogError",
     "ClusterExists",
     "ClusterNotFound",
+    "ConnectionClosed",
     "ExtendFailed",
     "ExtendRefused",
     "GpufleetError",
@@ -116,6 +117,21 @@ class SSHUnreachable(GpufleetError):
         super().__init__(f"SSH not reachable after {waited:.0f}s on {listed}")
         self.failures = failures
         self.waited = waited
+
+
+class ConnectionClosed(GpufleetError):
+    """An SSH connection (or the group holding it) closed under a command: paramiko's and
+    Group's EOFError, which click would otherwise end with a bare 'Aborted!'."""
+
+    exit_code = 4
+
+    def __init__(self, cause: BaseException):
+        why = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(
+            f"an SSH connection closed while gpufleet was using it ({why})",
+            hint="check the nodes with `gpufleet status`, then run again; --debug shows where",
+        )
+        self.why = why
 
 
 @dataclass

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from gpufleet import launch, ops, state, sync
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
-from gpufleet.errors import GpufleetError, JobFailed, NodeExpired, NodeLost, SpecError
+from gpufleet.errors import (
+    GpufleetError,
+    JobFailed,
+    MissingTool,
+    NodeExpired,
+    NodeLost,
+    SpecError,
+)
 from gpufleet.launch import LaunchOptions
 from gpufleet.provision import Progress
 from gpufleet.remote import Group
@@ -135,6 +142,40 @@ def _first_failed_node(results: dict) -> tuple[str, int]:
     return first.node, first.exit_code or 1
 
 
+def _launching(info: ClusterInfo, opts: LaunchOptions, commands: dict[str, str]) -> str:
+    """The launch progress line: the job's nodes, and where a launcher reaches them from."""
+    line = f"launching {opts.launcher} on {len(info.nodes)} nodes"
+    if len(commands) < len(info.nodes):  # mpirun, deepspeed: one launcher reaches them all
+        line += f" from {', '.join(commands)}"
+    return f"{line} (run {opts.run_id})"
+
+
+def _mpi_stream(info: ClusterInfo, opts: LaunchOptions, group: Group, stream: Stream) -> Stream:
+    """mpirun on the head: each rank's line shown under its own node, with the tag removed."""
+    head = info.head.name
+    probe = group.subset([head]).run(launch.mpi_version_command(info, opts), check=False)[head]
+    found = launch.mpi_version(probe.stdout + probe.stderr)
+    if probe.exit_code == 127 or (probe.exit_code is not None and found is None):
+        raise MissingTool(
+            "mpirun",
+            f"{head} has none: install Open MPI on every node (e.g. --setup "
+            "'apt-get install -y openmpi-bin'), or use --launcher torchrun",
+        )
+    if found is not None and found[0] != "openmpi":
+        raise SpecError(
+            "launcher",
+            f"mpirun on {head} is not Open MPI, the only MPI --launcher mpirun drives",
+            "install Open MPI on the nodes, or use --launcher torchrun",
+        )
+    space = found is not None and found[1] >= 5
+
+    def route(node: str, line: str, is_err: bool) -> None:
+        owner, text = launch.mpi_output_node(info, opts, line, space)
+        stream(owner or node, text, is_err)
+
+    return route
+
+
 def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
     """Run the job: 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
     created: ClusterInfo | None = None
@@ -176,22 +217,27 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
             for i, n in enumerate(info.nodes)
             if (cmd := launch.node_command(info, i, req.launch)) is not None
         }
-        progress(
-            f"launching {req.launch.launcher} on {len(commands)} nodes (run {req.launch.run_id})"
-        )
+        job_stream = stream
+        if req.launch.launcher == "mpirun":
+            job_stream = _mpi_stream(info, req.launch, group, stream)
+        progress(_launching(info, req.launch, commands))
         with launch.rendezvous(group, info, req.launch):
             results = group.run(
-                commands, stream=stream, check=False, fail_fast=req.fail_fast, liveness=True
+                commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
             )
         if all(r.ok for r in results.values()):
             progress("job finished on every node")
             return 0
         _loss(info, group, results, lease.until if lease else 0.0)
-        if req.launch.launcher == "torchrun":
+        if req.launch.launcher in ("torchrun", "mpirun"):
             rank_files = _rank_failures(group, launch.run_dir(req.launch))
             first = launch.first_failure(rank_files)
             if first:
                 node, rank, code = first
+                if req.launch.launcher == "mpirun":
+                    # mpirun starts every rank in its own working directory's path, which on
+                    # the sandbox is the head's folder: the rank's node is where its slot is
+                    node = launch.node_of_rank(info, req.launch, rank) or node
                 raise JobFailed(node, code, f"rank {rank}")
         node, code = _first_failed_node(results)
         raise JobFailed(node, code)

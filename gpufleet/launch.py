@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,15 +106,22 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
         if node_index != 0:
             return None
         env = rank_env(info, node_index, opts)
+        env.pop("GPUFLEET_NODE_RANK")  # each rank's own: the rank wrapper sets it
         d = run_dir(opts)
         mpirun = ["mpirun", "--hostfile", f"{d}/{LAUNCH_HOSTFILE}"]
+        # --map-by slot fills the hostfile's hosts in order: rank R is on the node whose
+        # slots hold R, which the rank wrapper and mpi_output_node both rely on.
         mpirun += ["-np", env["GPUFLEET_WORLD_SIZE"], "--map-by", "slot"]
+        # Every line a rank writes comes back as `[job,rank]<stdout>:line`: gpufleet shows it
+        # under the rank's own node (mpi_output_node), not under the head mpirun runs on.
+        mpirun += ["--tag-output"]
         # Open MPI starts its daemons with `ssh <alias> orted ...`: the run's ssh config gives
         # each alias its address, port, key and pinned host key.
         mpirun += ["--mca", "plm_rsh_args", f"-F {_on_node(d, SSH_CONFIG)}"]
         for k in sorted(env):
             mpirun += ["-x", k]
-        mpirun += [info.python, *opts.command]
+        # The wrapper gives each rank the torch contract from Open MPI's variables.
+        mpirun += [info.python, f"{d}/{WRAPPER}", *opts.command]
         # Open MPI refuses to run as root unless told twice (sandbox and container users).
         allow = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
         return f"{exports}; export {allow}; exec {_join_keep_pwd(mpirun)}"
@@ -135,6 +143,51 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
         )
         return f"{exports}; {ds}; exec {shlex.join(runner)}"
     raise ValueError(f"unknown launcher {opts.launcher!r}")
+
+
+# Open MPI's --tag-output: `[jobid,rank]<stdout>:` (4.x), with a space after the colon (5.x).
+_MPI_TAG = re.compile(r"\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+
+
+def node_of_rank(info: ClusterInfo, opts: LaunchOptions, rank: int) -> str | None:
+    """The node that holds global rank `rank` (nodes take their slots in hostfile order)."""
+    first = 0
+    for node in info.nodes:
+        first += hostfile.slots(node, opts.nproc_per_node)
+        if rank < first:
+            return node.name
+    return None
+
+
+def mpi_output_node(
+    info: ClusterInfo, opts: LaunchOptions, line: str, space: bool = False
+) -> tuple[str | None, str]:
+    """(node, text) of one line of mpirun's --tag-output; (None, line) for a line no rank
+    wrote (mpirun's own). space: Open MPI 5 writes `: ` after the tag, 4.x only `:`."""
+    m = _MPI_TAG.match(line)
+    if m is None:
+        return None, line
+    node = node_of_rank(info, opts, int(m.group(1)))
+    if node is None:
+        return None, line
+    text = line[m.end() :]
+    if space and text.startswith(" "):
+        text = text[1:]
+    return node, text
+
+
+def mpi_version_command(info: ClusterInfo, opts: LaunchOptions) -> str:
+    """`mpirun --version` on the head, in the environment its launch gets."""
+    return f"{_exports(info, 0, opts)}; mpirun --version"
+
+
+def mpi_version(text: str) -> tuple[str, int] | None:
+    """('openmpi', major) from `mpirun --version`; ('other', 0) for another MPI (MPICH,
+    Intel MPI); None when there is no such output."""
+    m = re.search(r"\(Open MPI\) (\d+)\.", text)
+    if m:
+        return "openmpi", int(m.group(1))
+    return ("other", 0) if text.strip() else None
 
 
 def rendezvous_endpoint(info: ClusterInfo, opts: LaunchOptions) -> str:
@@ -223,7 +276,8 @@ sys.stdin.read()
 # "<exit code> <unix time>" in rank-$RANK.rc next to itself: torchrun itself only reports 1,
 # the job's own code lives here. Ranks follow gpufleet's node order (node-K holds ranks
 # sum(slots[:K]) ...), whatever order the c10d rendezvous numbered the nodes in; every rank
-# is a client of the agents' store, so renumbering them is consistent.
+# is a client of the agents' store, so renumbering them is consistent. Under mpirun it
+# sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and the node rank from OMPI_*.
 RANK_WRAPPER = '''\
 """gpufleet rank wrapper: run a script or module as __main__, record a failing exit code."""
 import os
@@ -234,6 +288,28 @@ import traceback
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _slots = os.environ.get("GPUFLEET_SLOTS_PER_NODE")
+_e = os.environ
+if _slots and "OMPI_COMM_WORLD_RANK" in _e:
+    # Under mpirun (Open MPI) only OMPI_* is set: give the rank the torch contract. Its node
+    # is the one whose slots hold it (--map-by slot over the hostfile, in node order);
+    # OMPI_COMM_WORLD_NODE_RANK is no node index (it counts the node's processes).
+    _r = int(_e["OMPI_COMM_WORLD_RANK"])
+    _per = [int(s) for s in _slots.split(",")]
+    _k, _first = 0, 0
+    while _k < len(_per) - 1 and _r >= _first + _per[_k]:
+        _first += _per[_k]
+        _k += 1
+    _local = int(_e["OMPI_COMM_WORLD_LOCAL_RANK"])
+    if _local != _r - _first or _r >= sum(_per):
+        sys.exit(
+            "gpufleet: mpirun placed rank %d as local rank %d, not where the hostfile puts it "
+            "(node %d, local rank %d): ranks need --map-by slot" % (_r, _local, _k, _r - _first)
+        )
+    _e.update(
+        RANK=str(_r), WORLD_SIZE=_e["OMPI_COMM_WORLD_SIZE"], LOCAL_RANK=str(_local),
+        LOCAL_WORLD_SIZE=_e["OMPI_COMM_WORLD_LOCAL_SIZE"], GROUP_RANK=str(_k),
+        GPUFLEET_NODE_RANK=str(_k),
+    )
 _node = os.environ.get("GPUFLEET_NODE_RANK")
 if _slots and _node is not None and "LOCAL_RANK" in os.environ:
     _k = int(_node)

@@ -75,7 +75,30 @@ def build_command():
 
     command = typer.main.get_command(build_app())
     _metavars(command)
+    _eof_is_an_error(command)
     return command
+
+
+def _eof_is_an_error(command) -> None:
+    """An EOFError out of a command (a closed SSH connection) becomes ConnectionClosed: click
+    would print a bare 'Aborted!' for it, and no command may end without saying why."""
+    import functools
+
+    from gpufleet.errors import ConnectionClosed
+
+    callback = command.callback
+    if callback is not None:
+
+        @functools.wraps(callback)
+        def guarded(*args, **kwargs):
+            try:
+                return callback(*args, **kwargs)
+            except EOFError as e:
+                raise ConnectionClosed(e) from e
+
+        command.callback = guarded
+    for sub in getattr(command, "commands", {}).values():
+        _eof_is_an_error(sub)
 
 
 def _metavars(command) -> None:
@@ -159,7 +182,7 @@ def run_sync(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; GpufleetError becomes 'error: ...' and its exit code (--debug: traceback)."""
-    from gpufleet.errors import GpufleetError
+    from gpufleet.errors import ConnectionClosed, GpufleetError
     from gpufleet.signals import install_handlers
 
     # paramiko imports invoke (~60 ms) only for ssh_config `Match exec`, which gpufleet
@@ -178,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         build_command().main(args=args, prog_name="gpufleet")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except GpufleetError as e:
+    except (GpufleetError, EOFError) as caught:
+        # EOFError here: from the fast paths (exec, sync), which run outside click
+        e = caught if isinstance(caught, GpufleetError) else ConnectionClosed(caught)
         if debug:
             import traceback
 

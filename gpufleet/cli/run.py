@@ -240,7 +240,7 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
 
     from gpufleet import deadline
     from gpufleet import runs as runlog
-    from gpufleet.errors import GpufleetError
+    from gpufleet.errors import ConnectionClosed, GpufleetError
     from gpufleet.job import run_job
     from gpufleet.signals import Interrupted
 
@@ -282,6 +282,10 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
     except GpufleetError as e:
         code = e.exit_code
         raise
+    except EOFError as e:  # a connection closed under the run: recorded with its own code
+        closed = ConnectionClosed(e)
+        code = closed.exit_code
+        raise closed from e
     finally:
         deadline.disarm()
         recorder.finish(code, status)

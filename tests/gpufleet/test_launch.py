@@ -213,6 +213,101 @@ def test_mpirun_runs_from_the_head_only():
     assert '--mca plm_rsh_args "-F $PWD/.gpufleet/runs/r1/ssh_config"' in head
 
 
+def test_mpirun_starts_every_rank_through_the_wrapper_with_tagged_output():
+    """Each rank runs the wrapper (the torch contract from OMPI_*) and gets its node rank
+    from there, not the head's GPUFLEET_NODE_RANK=0 through -x."""
+    opts = LaunchOptions(**{**OPTS.__dict__, "launcher": "mpirun"})
+    head = launch.node_command(cluster(), 0, opts)
+    assert "--map-by slot --tag-output" in head
+    assert head.endswith(
+        "/opt/venv/bin/python .gpufleet/runs/r1/rank_wrapper.py train.py --epochs 1"
+    )
+    assert "-x MASTER_ADDR -x MASTER_PORT" in head and "-x GPUFLEET_NODE_RANK" not in head
+
+
+def _mpi_rank(tmp_path, slots: str, rank: int, local: int, local_size: int, size: int):
+    wrapper = tmp_path / "rank_wrapper.py"
+    wrapper.write_text(launch.RANK_WRAPPER)
+    script = tmp_path / "job.py"
+    names = [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GPUFLEET_NODE_RANK",
+    ]
+    script.write_text(f"import os; print(*[os.environ[k] for k in {names!r}])\n")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    env.update(
+        GPUFLEET_SLOTS_PER_NODE=slots, GPUFLEET_NODE_RANK="0", OMPI_COMM_WORLD_RANK=str(rank),
+        OMPI_COMM_WORLD_SIZE=str(size), OMPI_COMM_WORLD_LOCAL_RANK=str(local),
+        OMPI_COMM_WORLD_LOCAL_SIZE=str(local_size), OMPI_COMM_WORLD_NODE_RANK=str(local),
+    )  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(wrapper), str(script)], env=env, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("slots", "rank", "local", "node"),
+    [
+        ("1,1,1", 2, 0, 2),
+        ("1,1,1", 0, 0, 0),
+        ("8,8", 11, 3, 1),
+        ("1,2,1", 2, 1, 1),
+        ("1,2,1", 3, 0, 2),
+    ],
+)
+def test_rank_wrapper_gives_mpirun_ranks_the_torch_contract(tmp_path, slots, rank, local, node):
+    """Open MPI sets only OMPI_*: the wrapper sets torch's variables and the node rank (the
+    node whose slots hold the rank; OMPI_COMM_WORLD_NODE_RANK counts processes, not nodes)."""
+    per = [int(s) for s in slots.split(",")]
+    r = _mpi_rank(tmp_path, slots, rank, local, per[node], sum(per))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(rank), str(sum(per)), str(local), str(per[node]), str(node),
+                                str(node)]  # fmt: skip
+
+
+def test_rank_wrapper_refuses_an_mpirun_placement_off_the_hostfile(tmp_path):
+    r = _mpi_rank(tmp_path, "2,2", rank=1, local=0, local_size=1, size=4)  # --map-by node
+    assert r.returncode == 1
+    assert "rank 1 as local rank 0" in r.stderr and "--map-by slot" in r.stderr
+
+
+def test_mpirun_output_goes_under_the_node_of_its_rank():
+    """--tag-output lines: `[job,rank]<stdout>:text` (Open MPI 4), `: text` (Open MPI 5)."""
+    c = cluster()  # two nodes of 8 slots
+    opts = LaunchOptions(**{**OPTS.__dict__, "launcher": "mpirun"})
+    assert launch.mpi_output_node(c, opts, "[1,9]<stdout>:  File x") == ("node-1", "  File x")
+    assert launch.mpi_output_node(c, opts, "[1,7]<stderr>:oops") == ("node-0", "oops")
+    assert launch.mpi_output_node(c, opts, "[1,8]<stdout>: hi", space=True) == ("node-1", "hi")
+    assert launch.mpi_output_node(c, opts, "mpirun noticed ...") == (None, "mpirun noticed ...")
+    assert launch.mpi_output_node(c, opts, "[1,16]<stdout>:x") == (None, "[1,16]<stdout>:x")
+    assert launch.node_of_rank(c, LaunchOptions(**{**opts.__dict__, "nproc_per_node": 1}), 1) == (
+        "node-1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        (
+            "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/",
+            ("openmpi", 4),
+        ),
+        ("mpirun (Open MPI) 5.0.3\n", ("openmpi", 5)),
+        (
+            "HYDRA build details:\n    Version:                                 4.0.2\n",
+            ("other", 0),
+        ),
+        ("", None),
+    ],
+)
+def test_mpi_version(text, found):
+    assert launch.mpi_version(text) == found
+
+
 def test_deepspeed_runs_its_runner_from_the_head_with_pdsh_over_the_run_ssh_config():
     """DeepSpeed's runner (deepspeed/launcher/runner.py) reads `host slots=N` hostfiles,
     starts `deepspeed.launcher.launch` on every host through pdsh, which appends

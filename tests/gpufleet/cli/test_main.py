@@ -1,0 +1,68 @@
+"""The one error boundary, main(): nothing reaching it ends without `error:` and `fix:`."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet import job, state
+from gpufleet.cli import main
+from gpufleet.errors import ConnectionClosed
+from tests.gpufleet import clusters
+
+
+@pytest.fixture
+def recorded_cluster():
+    """A cluster `t` in the state dir (local: no cost gate), for `run --cluster t`."""
+    state.save(clusters.cluster(cloud="local", gpus=0, n=3))
+    return "t"
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "torchrun"])
+def test_an_eof_error_under_run_says_why_not_aborted(
+    recorded_cluster, launcher, tmp_path, monkeypatch, capsys
+):
+    """paramiko raises EOFError when a connection closes, Group.connect EOFError('group
+    closed'): click turns an EOFError into a bare 'Aborted!' and exit 1 unless gpufleet
+    names it first."""
+
+    def closed(*args, **kwargs):
+        raise EOFError("group closed")
+
+    monkeypatch.setattr(job, "run_job", closed)
+    (tmp_path / "job.py").write_text("print('hi')\n")
+    argv = ["run", "--cluster", recorded_cluster, "--launcher", launcher]
+    code = main([*argv, "--workdir", str(tmp_path), "--", "job.py"])
+    err = capsys.readouterr().err
+    assert "Aborted" not in err
+    assert (
+        "error: an SSH connection closed while gpufleet was using it (EOFError: group closed)"
+        in err
+    )
+    assert "  fix: check the nodes with `gpufleet status`" in err
+    assert code == ConnectionClosed.exit_code
+    assert "failed in" in err  # the run's own last line, and its record, came first
+
+
+def test_an_eof_error_out_of_any_command_says_why(monkeypatch, capsys):
+    from gpufleet.components import catalog
+
+    def closed(*args, **kwargs):
+        raise EOFError
+
+    monkeypatch.setattr(catalog, "types", closed)
+    assert main(["catalog"]) == ConnectionClosed.exit_code
+    err = capsys.readouterr().err
+    assert "Aborted" not in err and "error: an SSH connection closed" in err and "fix:" in err
+
+
+def test_an_eof_error_on_the_fast_exec_path_says_why(recorded_cluster, monkeypatch, capsys):
+    """`exec` runs outside click (start-up time); its EOFError is named the same way."""
+    from gpufleet import execute
+
+    def closed(*args, **kwargs):
+        raise EOFError("group closed")
+
+    monkeypatch.setattr(execute, "run_exec", closed)
+    assert main(["exec", recorded_cluster, "--", "true"]) == ConnectionClosed.exit_code
+    err = capsys.readouterr().err
+    assert "error: an SSH connection closed" in err and "fix:" in err
