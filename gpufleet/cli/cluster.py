@@ -17,7 +17,6 @@ from gpufleet.cli.common import (
     progress,
     when,
 )
-from gpufleet.components.errors import SpecError
 
 
 def spec_from_flags(**flags: object):
@@ -83,13 +82,11 @@ def up(
 
     cloud = validate.cloud_name(cloud)
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
-    count = byo.pop("nodes", None)
-    if nodes is not None and count is not None and nodes != count:
-        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
+    count = validate.node_count(nodes, byo.pop("nodes", None))
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,
         cloud=cloud,
-        nodes=count or nodes or 2,
+        nodes=count,
         **byo,
         instance_type=instance_type,
         region=region,
@@ -168,7 +165,7 @@ def down(
     """Remove clusters and everything they created.
 
     Every named cluster is removed even if some are unknown or fail; exits 2 if a name was
-    unknown, 1 if a removal failed. A cluster already gone is not an error.
+    unknown, 8 if a removal failed. A cluster already gone is not an error.
     """
     import sys
 
@@ -192,6 +189,8 @@ def down(
                 progress(f"cluster {name} removed")
             elif all_ or state.was_removed(name):
                 progress(f"cluster {name}: already gone")
+            elif (expired := state.expired_at(name)) is not None:
+                progress(f"cluster {name}: already gone (it expired at {when(expired)})")
             else:
                 unknown.append(name)
         except GpufleetError as e:
@@ -200,7 +199,9 @@ def down(
     if unknown:
         progress(f"no cluster named {', '.join(unknown)} (`gpufleet list` shows the clusters)")
     if failed or unknown:
-        raise typer.Exit(1 if failed else 2)
+        from gpufleet.components.exitcodes import ExitCode
+
+        raise typer.Exit(ExitCode.OPERATION_FAILED if failed else ExitCode.USAGE)
 
 
 def extend(
