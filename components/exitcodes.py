@@ -43,7 +43,8 @@ _MEANING: dict[ExitCode, tuple[str, str]] = {
     ExitCode.OK: ("success", "the job ran on every node and exited 0"),
     ExitCode.JOB_FAILED: (
         "the job or remote command failed (its own code: in the message and --json)",
-        "`run` whose rank exited 4; `exec` whose command exited non-zero on a node",
+        "`run` whose rank exited 4; `exec` whose command exited non-zero on a node "
+        "(`gpufleet ssh` alone is OpenSSH's: the remote code, 255 its own)",
     ),
     ExitCode.USAGE: (
         "bad input: flags, spec, unknown/expired cluster or node, missing tool/extra, --max-cost",
@@ -73,8 +74,14 @@ _MEANING: dict[ExitCode, tuple[str, str]] = {
         "a step of gpufleet's own failed: creating/removing nodes, sync, extend, image build",
         "`pulumi up` refused by the cloud; rsync out of disk space",
     ),
-    ExitCode.INTERNAL: ("a defect in gpufleet (EX_SOFTWARE): please report it", "--debug"),
-    ExitCode.TIMEOUT: ("`run --timeout` stopped the run", "as timeout(1)"),
+    ExitCode.INTERNAL: (
+        "a defect in gpufleet (EX_SOFTWARE): please report it",
+        "`error: internal error: ...`; --debug shows the traceback",
+    ),
+    ExitCode.TIMEOUT: (
+        "--timeout ran out (`run`, `exec`)",
+        "`run --timeout 45m`; as timeout(1) exits",
+    ),
     ExitCode.SIGHUP: ("SIGHUP: the terminal was closed", "128 + 1"),
     ExitCode.SIGINT: ("Ctrl-C", "128 + 2"),
     ExitCode.SIGTERM: ("SIGTERM", "128 + 15"),

@@ -115,7 +115,7 @@ def up(
         doc = documents.cluster(
             info,
             {n.name: "running" for n in info.nodes},
-            state="ready",
+            state="running",
             usd_per_hour=est.usd_per_hour,
             region=spec.effective_region,
         )
@@ -291,6 +291,7 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
             raise GpufleetError(
                 f"{len(stale)} cloud stacks to destroy; not asked on a non-terminal",
                 hint="pass --yes to remove them, or --dry-run to only list them",
+                exit_code=2,  # ExitCode.USAGE: a flag is missing
             )
         typer.confirm(f"destroy {len(stale)} cloud stacks?", abort=True)
     for s, _why in stale:
@@ -305,18 +306,23 @@ def status(
     ] = False,
 ) -> None:
     """Show a cluster: type, expiry, $/hour, and whether each node is running."""
+    from gpufleet import state
     from gpufleet.cli import documents
     from gpufleet.provision import for_cloud
 
     info, est = _recorded(name)
     if info is None:
-        from gpufleet import state
-
         state.load(name)  # raises the right error (not found, unreadable)
     states = for_cloud(info.cloud).status(info)
     doc = documents.cluster(
         info,
         states,
+        state=documents.cluster_state(
+            readable=True,
+            orphaned=state.orphaned(name),
+            expires_at=info.expires_at,
+            node_states=states,
+        ),
         usd_per_hour=est.usd_per_hour if est else None,
         region=est.region if est else None,
     )
@@ -326,7 +332,8 @@ def status(
     price = f", ${est.usd_per_hour:.2f}/h" if est and est.usd_per_hour else ""
     out = console()
     out.print(
-        f"{info.name}: {info.cloud}, {info.instance_type or info.cloud}, fabric {info.fabric}"
+        f"{info.name}: {doc['state']}; {info.cloud}, {info.instance_type or info.cloud}, "
+        f"fabric {info.fabric}"
         f"{price}; created {when(info.created_at)}, expires {when(info.expires_at)}"
     )
     table = new_table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
@@ -354,16 +361,15 @@ def list_clusters(
         info, est = _recorded(name)
         if info is None:
             doc = documents.incomplete(name)
-            doc["state"] = "being created" if state.locked(name) else "damaged"
+            doc["state"] = documents.cluster_state(readable=False, creating=state.locked(name))
             docs.append(doc)
             continue
-        expired = info.expires_at is not None and info.expires_at < time.time()
         docs.append(
             documents.cluster(
                 info,
-                state="orphaned"
-                if state.orphaned(name)
-                else ("expired" if expired else "recorded"),
+                state=documents.cluster_state(
+                    readable=True, orphaned=state.orphaned(name), expires_at=info.expires_at
+                ),
                 usd_per_hour=est.usd_per_hour if est else None,
                 region=est.region if est else None,
             )

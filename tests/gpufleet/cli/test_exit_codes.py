@@ -218,3 +218,8 @@ def test_an_unreachable_byo_host_is_unreachable(recorded, capsys, gpufleet_home)
     argv = ["up", "--cloud", "ssh", "--hosts", "127.0.0.1:1", "--accept-host-keys"]
     assert main([*argv, "--ssh-key", str(key)]) == ExitCode.UNREACHABLE
     assert "127.0.0.1:1 is not reachable" in capsys.readouterr().err
+
+
+def test_the_docs_table_and_help_text_are_rendered_from_the_enum(golden):
+    golden("exitcodes/exit-codes.md", markdown())
+    golden("exitcodes/help.txt", help_text() + "\n")
