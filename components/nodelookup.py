@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.components.errors import GpufleetError
+from gpufleet.components.exitcodes import ExitCode
 
 
 def find_node(cluster: str, nodes: list[Any], name_or_index: str | int) -> Any:
@@ -16,6 +17,7 @@ def find_node(cluster: str, nodes: list[Any], name_or_index: str | int) -> Any:
     raise GpufleetError(
         f"cluster {cluster!r} has no node {key!r}",
         hint="nodes are " + ", ".join(n.name for n in nodes),
+        exit_code=ExitCode.USAGE,
     )
 
 

@@ -18,9 +18,12 @@ def fleet_class(cloud: str) -> Any:
         from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(
-            f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure"
+            f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure", exit_code=2
         )
-    return importlib.import_module(_FLEETS[cloud]).GpuFleet
+    from gpufleet.components.errors import cloud_sdk
+
+    with cloud_sdk(cloud):
+        return importlib.import_module(_FLEETS[cloud]).GpuFleet
 
 
 def spec_rules(spec: Any) -> None:
@@ -96,5 +99,10 @@ def bake_class(cloud: str) -> Any:
     if cloud not in _FLEETS:
         from gpufleet.components.errors import GpufleetError
 
-        raise GpufleetError(f"cloud {cloud!r} has no image bake", hint="use aws, gcp or azure")
-    return importlib.import_module(f"{_FLEETS[cloud]}.bake").ImageBake
+        raise GpufleetError(
+            f"cloud {cloud!r} has no image bake", hint="use aws, gcp or azure", exit_code=2
+        )
+    from gpufleet.components.errors import cloud_sdk
+
+    with cloud_sdk(cloud):
+        return importlib.import_module(f"{_FLEETS[cloud]}.bake").ImageBake

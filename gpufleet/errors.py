@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.components.errors import CatalogError, GpufleetError, SpecError
+from gpufleet.components.errors import CatalogError, GpufleetError, MissingExtra, SpecError
+from gpufleet.components.exitcodes import ExitCode
 
 __all__ = [
     "CatalogError",
     "ClusterExists",
+    "ClusterExpired",
     "ClusterNotFound",
     "ConnectionClosed",
     "ExtendFailed",
@@ -17,6 +19,7 @@ __all__ = [
     "GroupError",
     "HostKeyMismatch",
     "JobFailed",
+    "MissingExtra",
     "MissingTool",
     "NodeExpired",
     "NodeLost",
@@ -29,15 +32,32 @@ __all__ = [
 
 
 class ClusterNotFound(GpufleetError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str):
         super().__init__(f"no cluster named {name!r}", hint="`gpufleet list` shows the clusters")
         self.name = name
 
 
+class ClusterExpired(ClusterNotFound):
+    """The cluster reached its expiry and removed itself; its record is gone, a note stays."""
+
+    def __init__(self, name: str, expired_at: float):
+        import time
+
+        GpufleetError.__init__(
+            self,
+            f"cluster {name!r} expired at "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(expired_at))}"
+            " and removed itself",
+            hint=f"create it again (`gpufleet up --name {name}`); keep one longer with --ttl",
+        )
+        self.name = name
+        self.expired_at = expired_at
+
+
 class ClusterExists(GpufleetError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str):
         super().__init__(
@@ -50,7 +70,7 @@ class ClusterExists(GpufleetError):
 class ClusterBusy(GpufleetError):
     """Another gpufleet process holds the cluster name's lock (it is being created)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str):
         super().__init__(
@@ -63,7 +83,7 @@ class ClusterBusy(GpufleetError):
 class StateDamaged(GpufleetError):
     """A cluster's state file is missing, truncated or not what gpufleet wrote."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str, path: str, why: str):
         super().__init__(f"the state of cluster {name!r} is damaged ({path}: {why})")
@@ -79,7 +99,7 @@ class StateDamaged(GpufleetError):
 class MissingTool(GpufleetError):
     """A program gpufleet drives (sshd, pulumi, ...) is not installed."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, tool: str, install: str):
         super().__init__(f"{tool} is not installed or not on PATH", hint=install)
@@ -90,7 +110,7 @@ class MissingTool(GpufleetError):
 class HostKeyMismatch(GpufleetError):
     """A node presented a host key other than the pinned one: refused, never trusted."""
 
-    exit_code = 3
+    exit_code = ExitCode.HOST_KEY
 
     def __init__(self, node: str, address: str, expected: str | None, got: str):
         what = (
@@ -110,7 +130,7 @@ class HostKeyMismatch(GpufleetError):
 
 
 class SSHUnreachable(GpufleetError):
-    exit_code = 4
+    exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, failures: dict[str, str], waited: float):
         listed = "; ".join(f"{n}: {why}" for n, why in failures.items())
@@ -123,7 +143,7 @@ class ConnectionClosed(GpufleetError):
     """An SSH connection (or the group holding it) closed under a command: paramiko's and
     Group's EOFError, which click would otherwise end with a bare 'Aborted!'."""
 
-    exit_code = 4
+    exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, cause: BaseException):
         why = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
@@ -152,9 +172,12 @@ class HostResult:
 
 
 class GroupError(GpufleetError):
-    """At least one node failed a group command; carries every node's result."""
+    """At least one node failed a group command; carries every node's result.
 
-    exit_code = 1
+    Exits JOB_FAILED whatever the nodes' codes: a node's code is in the message and results.
+    """
+
+    exit_code = ExitCode.JOB_FAILED
 
     def __init__(self, what: str, results: dict[str, HostResult]):
         failed = [r for r in results.values() if not r.ok]
@@ -168,24 +191,28 @@ class GroupError(GpufleetError):
         super().__init__(summary + "; ".join(parts))
         self.results = results
         self.first_failed = first.node if first else None
-        if first and first.exit_code:
-            self.exit_code = first.exit_code
+        self.first_code = first.exit_code if first else None
 
 
 class JobFailed(GpufleetError):
-    """The distributed job ended with a non-zero code; names the node that failed first."""
+    """The distributed job ended with a non-zero code; names the node that failed first.
+
+    gpufleet exits JOB_FAILED; the job's own code (`code`) is in the message and run's record.
+    """
+
+    exit_code = ExitCode.JOB_FAILED
 
     def __init__(self, node: str, code: int, detail: str = ""):
         extra = f" ({detail})" if detail else ""
         super().__init__(f"job failed: {node} exited {code} first{extra}")
         self.node = node
-        self.exit_code = code
+        self.code = code
 
 
 class NodeLost(GpufleetError):
     """A node stopped answering (killed, hung, partitioned) while a job ran on it."""
 
-    exit_code = 5
+    exit_code = ExitCode.NODE_FAILED
 
     def __init__(self, node: str, why: str):
         super().__init__(
@@ -200,7 +227,7 @@ class NodeLost(GpufleetError):
 class NodeExpired(GpufleetError):
     """A node removed itself at its TTL or lease while the job ran."""
 
-    exit_code = 6
+    exit_code = ExitCode.NODE_EXPIRED
 
     def __init__(self, node: str, when: str):
         super().__init__(f"{node} reached its expiry at {when} and removed itself")
@@ -212,7 +239,7 @@ class NodeExpired(GpufleetError):
 class NodeRefused(GpufleetError):
     """An existing cluster's node refuses SSH connections: its sshd (or the node) is gone."""
 
-    exit_code = 4
+    exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, cluster: str, nodes: list[str]):
         super().__init__(f"{', '.join(nodes)} of cluster {cluster!r} refused the SSH connection")
@@ -226,7 +253,7 @@ class NodeRefused(GpufleetError):
 class SyncFailed(GpufleetError):
     """rsync could not copy the working directory to a node; carries its exit code and output."""
 
-    exit_code = 1
+    exit_code = ExitCode.OPERATION_FAILED
 
     def __init__(self, node: str, code: int, detail: str):
         super().__init__(
@@ -240,7 +267,7 @@ class SyncFailed(GpufleetError):
 class ExtendRefused(GpufleetError):
     """The cloud cannot keep the cluster past `latest`; raised before anything changed."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str, latest: float, problem: str, fix: str):
         super().__init__(f"cannot extend {name!r}: {problem}", hint=fix)

@@ -28,7 +28,7 @@ def run_exec(
 
         if timeout is not None:
             raise GpufleetError(
-                "--timeout is not supported with --tree", hint="drop one of the two"
+                "--timeout is not supported with --tree", hint="drop one of the two", exit_code=2
             )
         results = run_tree(info, cmd, nodes or None, stream)
     elif holder.enabled():
@@ -64,9 +64,26 @@ def run_exec(
         sys.stderr.write(
             f"gpufleet: failed on {len(failed)}/{len(results)} nodes, first {first.node}\n"
         )
-    if failed:
-        return min(failed, key=lambda r: r.finished).exit_code or 1
-    return 0
+    return exit_code(results)
+
+
+def exit_code(results: dict[str, Any]) -> int:
+    """exec's exit status: never a node's own code, which could read as one of gpufleet's.
+
+    UNREACHABLE when a node gave no exit status (connection failed or lost), else TIMEOUT
+    when --timeout killed the command, else JOB_FAILED when a command exited non-zero.
+    """
+    from gpufleet.components.exitcodes import ExitCode
+
+    failed = [r for r in results.values() if not r.ok]
+    if not failed:
+        return ExitCode.OK
+    no_status = [r for r in failed if r.exit_code is None]
+    if any(not (r.error or "").startswith("timed out") for r in no_status):
+        return ExitCode.UNREACHABLE
+    if no_status:
+        return ExitCode.TIMEOUT
+    return ExitCode.JOB_FAILED
 
 
 def parse_fast(args: list[str]) -> dict[str, Any] | None:

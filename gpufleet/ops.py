@@ -111,6 +111,7 @@ def extend(name: str, minutes: int) -> float:
         raise GpufleetError(
             f"cluster {name!r} (cloud={info.cloud}) cannot be extended from the CLI yet",
             hint="re-create it with a longer --ttl",
+            exit_code=2,  # ExitCode.USAGE: asked of a cloud that cannot
         )
     move(info, expires_at)
     # reloaded: first contact with the nodes may have rotated their host keys in the record

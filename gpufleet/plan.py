@@ -59,11 +59,20 @@ def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
 
 def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
     """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials."""
-    from gpufleet.components import catalog, stackconfig
-    from gpufleet.components.preview import evaluate
+    from gpufleet.components import stackconfig
+    from gpufleet.components.errors import cloud_sdk
 
     config = stackconfig.stack_config(name, root)
     spec = stackconfig.spec_from_config(config, stack=name)
+    with cloud_sdk(spec.cloud):  # the mocks and the component import the cloud's SDK
+        from gpufleet.components.preview import evaluate
+
+        return _plan(name, spec, config, evaluate)
+
+
+def _plan(name: str, spec: Any, config: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+    from gpufleet.components import catalog, stackconfig
+
     built: list[Any] = []
 
     def program() -> dict[str, Any]:

@@ -32,6 +32,9 @@ class RunRecord:
     pid: int = field(default_factory=os.getpid)
     # pid's start time: a PID reused by another process does not keep a dead run "running"
     pid_started: str | None = field(default_factory=lambda: state.start_time(os.getpid()))
+    # the job's own code (the first failing rank's), when the job ran: gpufleet exits 1 for any
+    # job failure, so that a job's code is never read as one of gpufleet's (ExitCode)
+    job_exit_code: int | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -116,9 +119,10 @@ class Recorder:
             if not self._log.closed:
                 self._log.write(f"gpufleet: {message}\n")
 
-    def finish(self, exit_code: int, status: str) -> None:
+    def finish(self, exit_code: int, status: str, job_exit_code: int | None = None) -> None:
         self.rec.ended_at = time.time()
         self.rec.exit_code = exit_code
+        self.rec.job_exit_code = job_exit_code
         self.rec.status = status
         _save(self.rec)
         with self._lock:

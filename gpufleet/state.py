@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import ClusterBusy, ClusterNotFound, StateDamaged
+from gpufleet.errors import ClusterBusy, ClusterExpired, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
     from gpufleet.components.spec import ClusterInfo, ClusterSpec
@@ -116,6 +116,7 @@ def load_spec(name: str) -> ClusterSpec | None:
 def save(info: ClusterInfo) -> None:
     """Record a cluster (atomically, 0600: it names the private key)."""
     write_private(cluster_dir(info.name) / "cluster.json", info.model_dump_json(indent=2))
+    _tombstone(info.name).unlink(missing_ok=True)  # the name is a live cluster again
 
 
 def _read_json(name: str) -> dict[str, Any]:
@@ -123,6 +124,9 @@ def _read_json(name: str) -> dict[str, Any]:
     if not p.exists():
         if cluster_dir(name).is_dir() and not locked(name):
             raise StateDamaged(name, str(p), "missing: its creation was interrupted")
+        when = expired_at(name)
+        if when is not None:
+            raise ClusterExpired(name, when)
         raise ClusterNotFound(name)
     try:
         data = json.loads(p.read_text())
@@ -180,16 +184,34 @@ def known(name: str) -> bool:
     return cluster_dir(name).is_dir()
 
 
-def forget(name: str, removed: bool = False) -> None:
+def forget(name: str, removed: bool = False, expired: float | None = None) -> None:
     """Remove a cluster's folder; removed=True (its resources were torn down) also notes the
-    name, so a later `down` of it says "already gone" rather than "no such cluster"."""
+    name, so a later `down` of it says "already gone" rather than "no such cluster";
+    expired=EPOCH (its nodes removed themselves at their expiry) leaves a tombstone, so that
+    `status` and the others say it expired, and when, rather than "no cluster named"."""
     shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    if expired is not None:
+        write_private(_tombstone(name), f"{expired:.0f}\n")
+    else:
+        _tombstone(name).unlink(missing_ok=True)
     if removed:
         write_private(home() / "removed" / name, f"{time.time():.0f}\n")
 
 
 def was_removed(name: str) -> bool:
     return (home() / "removed" / name).is_file()
+
+
+def _tombstone(name: str) -> Path:
+    return home() / "expired" / name
+
+
+def expired_at(name: str) -> float | None:
+    """When the cluster `name` expired and removed itself (its tombstone); None: it did not."""
+    try:
+        return float(_tombstone(name).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def start_time(pid: int) -> str | None:

@@ -42,6 +42,18 @@ def nproc(value: int | None) -> None:
         )
 
 
+def node_count(nodes: int | None, hosts: int | None, default: int = 2) -> int:
+    """--nodes, or the number of BYO hosts, or the default; 0 is refused, never read as
+    "not given" (it once silently meant the default of 2)."""
+    if nodes is not None and nodes < 1:
+        raise SpecError("nodes", f"must be at least 1, got {nodes}", "pass --nodes 1 or more")
+    if nodes is not None and hosts is not None and nodes != hosts:
+        raise SpecError("nodes", f"{nodes} nodes for {hosts} hosts", "drop --nodes")
+    if hosts is not None:
+        return hosts
+    return default if nodes is None else nodes
+
+
 def not_with_cluster(cluster: str, given: list[str]) -> None:
     """Refuse cluster-creating flags next to --cluster instead of silently ignoring them."""
     if given:

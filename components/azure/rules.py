@@ -70,20 +70,15 @@ def check_admin(user: str) -> None:
 
 
 def spec_rules(spec: Any) -> None:
-    """What ClusterSpec itself checks on Azure."""
+    """What ClusterSpec itself checks on Azure: every path that makes a spec (`plan`, `up`,
+    `up --dry-run`, `run`) gets these refusals."""
     check_tags(spec.tags)
     check_admin(spec.effective_ssh_user)
+    check_spot(spec)
 
 
-def check_spec(spec: Any) -> None:
-    """What only the component checks (ClusterSpec validation ran spec_rules): ssh_cidrs, which
-    the CLI fills in after the spec is made, and spot next to InfiniBand."""
-    if not spec.ssh_cidrs:
-        raise SpecError(
-            "ssh_cidrs",
-            "is empty; the NSG would have no address to let SSH in from",
-            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
-        )
+def check_spot(spec: Any) -> None:
+    """Spot next to InfiniBand: refused."""
     if spec.spot and spec.fabric == "infiniband":
         # ARM refuses Spot VMs in an availability set (azure-compute-docs
         # virtual-machine-scale-sets-orchestration-modes.md: "Spot instances: No, Regular
@@ -93,6 +88,17 @@ def check_spec(spec: Any) -> None:
             f"{spec.instance_type} nodes need one availability set for InfiniBand, and Azure "
             "allows no Spot VM in an availability set",
             "set spot: false, or pick a size without InfiniBand (e.g. Standard_NC96ads_A100_v4)",
+        )
+
+
+def check_spec(spec: Any) -> None:
+    """What only the component checks (ClusterSpec validation ran spec_rules): ssh_cidrs, which
+    the CLI fills in after the spec is made."""
+    if not spec.ssh_cidrs:
+        raise SpecError(
+            "ssh_cidrs",
+            "is empty; the NSG would have no address to let SSH in from",
+            "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
         )
 
 

@@ -6,11 +6,15 @@ import os
 import sys
 from typing import Any
 
-EXIT_CODES = """Exit codes: 0 success; 1 a job or remote command failed (run: the job's own code);
-2 bad input (flags, spec, unknown cluster, missing tool, over --max-cost); 3 a node's host key
-did not match the pinned one; 4 a node did not answer SSH; 5 health checks failed, or run
-lost a node; 6 a node reached its expiry during run; 124 run --timeout; 129 SIGHUP;
-130 Ctrl-C; 143 SIGTERM. --debug (or GPUFLEET_DEBUG=1) prints the traceback of an error."""
+
+def epilog() -> str:
+    """`gpufleet --help`'s epilog: the exit-code table (gpufleet/components/exitcodes.py)."""
+    from gpufleet.components.exitcodes import help_text
+
+    # \b: click keeps the paragraph's line breaks
+    return (
+        "\b\n" + help_text() + "\n\n--debug (or GPUFLEET_DEBUG=1) prints the traceback of an error."
+    )
 
 
 def build_app():
@@ -35,7 +39,7 @@ def build_app():
     app = typer.Typer(
         name="gpufleet",
         help="Multi-node GPU clusters as code: create, run distributed jobs, tear down.",
-        epilog=EXIT_CODES,
+        epilog=epilog(),
         no_args_is_help=True,
         add_completion=False,  # `gpufleet completion bash|zsh|fish` instead: no shell detection
         pretty_exceptions_enable=False,
@@ -201,27 +205,46 @@ def main(argv: list[str] | None = None) -> int:
         build_command().main(args=args, prog_name="gpufleet")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except (GpufleetError, EOFError) as caught:
-        # EOFError here: from the fast paths (exec, sync), which run outside click
-        e = caught if isinstance(caught, GpufleetError) else ConnectionClosed(caught)
-        if debug:
-            import traceback
+    except GpufleetError as e:
+        return _report(e, debug)
+    except EOFError as e:  # from the fast paths (exec, sync), which run outside click
+        return _report(ConnectionClosed(e), debug)
+    except ModuleNotFoundError as e:  # a cloud SDK imported where no cloud_sdk() was around it
+        from gpufleet.components.errors import missing_extra
 
-            traceback.print_exc()
-        _say(f"error: {e}")
-        if e.hint:
-            _say(f"  fix: {e.hint}")
-        return e.exit_code
+        extra = missing_extra(e)
+        if extra is None:
+            return _internal(e, debug)
+        return _report(extra, debug)
     except KeyboardInterrupt:  # a signal before the handlers took over
         _say("error: interrupted")
         return 130
     except Exception as e:  # a defect: still no traceback for the user, unless --debug
-        if debug:
-            raise
-        _say(f"error: internal error: {type(e).__name__}: {e}"[:2000])
-        _say("  fix: run again with --debug and report the traceback")
-        return 70  # EX_SOFTWARE
+        return _internal(e, debug)
     return 0
+
+
+def _report(e: Any, debug: bool) -> int:
+    """A GpufleetError as `error:` + `fix:`; its exit code."""
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    _say(f"error: {e}")
+    if e.hint:
+        _say(f"  fix: {e.hint}")
+    return int(e.exit_code)
+
+
+def _internal(e: Exception, debug: bool) -> int:
+    """A defect: still no traceback for the user, unless --debug."""
+    from gpufleet.components.exitcodes import ExitCode
+
+    if debug:
+        raise e
+    _say(f"error: internal error: {type(e).__name__}: {e}"[:2000])
+    _say("  fix: run again with --debug and report the traceback")
+    return ExitCode.INTERNAL
 
 
 def _say(line: str) -> None:

@@ -76,14 +76,18 @@ def catalog(
         clouds = ", ".join(cat.CLOUDS)
         raise SpecError("cloud", f"{cloud!r} has no catalog", f"use one of {clouds}")
     found = cat.types(cloud, gpu)
+    if not found:  # a filter that names nothing is a typo (exit 2), in the table and --json alike
+        models = sorted({t.gpu_model for t in cat.types(cloud, None)})
+        raise SpecError(
+            "gpu",
+            f"no {cloud + ' ' if cloud else ''}instance type has a GPU matching {gpu!r}",
+            "pick a model such as " + ", ".join(models[:8]),
+        )
     if as_json:
         from gpufleet.cli.documents import envelope
 
         print_json(envelope("catalog", instance_types=[t.as_dict() for t in found]))
         return
-    if not found:
-        typer.echo("no instance type matches", err=True)
-        raise typer.Exit(1)
     from rich.table import Table
 
     table = Table(title=f"{len(found)} GPU instance types (on-demand Linux $/hour per instance)")

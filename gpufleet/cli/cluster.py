@@ -18,7 +18,6 @@ from gpufleet.cli.common import (
     progress,
     when,
 )
-from gpufleet.components.errors import SpecError
 
 
 def spec_from_flags(**flags: object):
@@ -84,13 +83,11 @@ def up(
 
     cloud = validate.cloud_name(cloud)
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
-    count = byo.pop("nodes", None)
-    if nodes is not None and count is not None and nodes != count:
-        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
+    count = validate.node_count(nodes, byo.pop("nodes", None))
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,
         cloud=cloud,
-        nodes=count or nodes or 2,
+        nodes=count,
         **byo,
         instance_type=instance_type,
         region=region,
@@ -119,7 +116,7 @@ def up(
         doc = documents.cluster(
             info,
             {n.name: "running" for n in info.nodes},
-            state="ready",
+            state="running",
             usd_per_hour=est.usd_per_hour,
             region=spec.effective_region,
         )
@@ -171,7 +168,7 @@ def down(
     """Remove clusters and everything they created.
 
     Every named cluster is removed even if some are unknown or fail; exits 2 if a name was
-    unknown, 1 if a removal failed. A cluster already gone is not an error.
+    unknown, 8 if a removal failed. A cluster already gone is not an error.
     """
     import sys
 
@@ -195,6 +192,8 @@ def down(
                 progress(f"cluster {name} removed")
             elif all_ or state.was_removed(name):
                 progress(f"cluster {name}: already gone")
+            elif (expired := state.expired_at(name)) is not None:
+                progress(f"cluster {name}: already gone (it expired at {when(expired)})")
             else:
                 unknown.append(name)
         except GpufleetError as e:
@@ -203,7 +202,9 @@ def down(
     if unknown:
         progress(f"no cluster named {', '.join(unknown)} (`gpufleet list` shows the clusters)")
     if failed or unknown:
-        raise typer.Exit(1 if failed else 2)
+        from gpufleet.components.exitcodes import ExitCode
+
+        raise typer.Exit(ExitCode.OPERATION_FAILED if failed else ExitCode.USAGE)
 
 
 def extend(
@@ -293,6 +294,7 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
             raise GpufleetError(
                 f"{len(stale)} cloud stacks to destroy; not asked on a non-terminal",
                 hint="pass --yes to remove them, or --dry-run to only list them",
+                exit_code=2,  # ExitCode.USAGE: a flag is missing
             )
         typer.confirm(f"destroy {len(stale)} cloud stacks?", abort=True)
     for s, _why in stale:
@@ -307,18 +309,23 @@ def status(
     ] = False,
 ) -> None:
     """Show a cluster: type, expiry, $/hour, and whether each node is running."""
+    from gpufleet import state
     from gpufleet.cli import documents
     from gpufleet.provision import for_cloud
 
     info, est = _recorded(name)
     if info is None:
-        from gpufleet import state
-
         state.load(name)  # raises the right error (not found, unreadable)
     states = for_cloud(info.cloud).status(info)
     doc = documents.cluster(
         info,
         states,
+        state=documents.cluster_state(
+            readable=True,
+            orphaned=state.orphaned(name),
+            expires_at=info.expires_at,
+            node_states=states,
+        ),
         usd_per_hour=est.usd_per_hour if est else None,
         region=est.region if est else None,
     )
@@ -328,7 +335,8 @@ def status(
     price = f", ${est.usd_per_hour:.2f}/h" if est and est.usd_per_hour else ""
     out = console()
     out.print(
-        f"{info.name}: {info.cloud}, {info.instance_type or info.cloud}, fabric {info.fabric}"
+        f"{info.name}: {doc['state']}; {info.cloud}, {info.instance_type or info.cloud}, "
+        f"fabric {info.fabric}"
         f"{price}; created {when(info.created_at)}, expires {when(info.expires_at)}"
     )
     table = new_table(("node", "state", "public_ip", "private_ip", "ssh_port", "GPUs"))
@@ -356,16 +364,15 @@ def list_clusters(
         info, est = _recorded(name)
         if info is None:
             doc = documents.incomplete(name)
-            doc["state"] = "being created" if state.locked(name) else "damaged"
+            doc["state"] = documents.cluster_state(readable=False, creating=state.locked(name))
             docs.append(doc)
             continue
-        expired = info.expires_at is not None and info.expires_at < time.time()
         docs.append(
             documents.cluster(
                 info,
-                state="orphaned"
-                if state.orphaned(name)
-                else ("expired" if expired else "recorded"),
+                state=documents.cluster_state(
+                    readable=True, orphaned=state.orphaned(name), expires_at=info.expires_at
+                ),
                 usd_per_hour=est.usd_per_hour if est else None,
                 region=est.region if est else None,
             )

@@ -6,10 +6,51 @@ import time
 from typing import Any
 
 SCHEMA_VERSION = 1
+# A kind whose shape changed other than by new fields: its version (gpufleet/schemas/).
+# cluster, cluster-list 2: one vocabulary of cluster states (CLUSTER_STATES) in list, status
+# and up, where 1 said "ready" (up), "recorded" (list, status) and "being created".
+SCHEMA_VERSIONS = {"cluster": 2, "cluster-list": 2}
+
+# Every cluster state list, status, up and their --json say, and what it means.
+CLUSTER_STATES = {
+    "creating": "its `up` or `run` is creating it now",
+    "running": "every node answered (`status`), or its record is live (`list` asks no node)",
+    "degraded": "some of its nodes are not running (`status`)",
+    "stopped": "none of its nodes is running (`status`)",
+    "expired": "past its expiry: its nodes removed, or are removing, themselves",
+    "orphaned": "the `run` that made it is dead; `gpufleet sweep` removes it",
+    "damaged": "its record is unreadable; `gpufleet down` still removes it",
+}
+# the node states, as providers report them, that count as a node up
+UP_NODE_STATES = ("running", "reachable", "in stack")
 
 
 def envelope(kind: str, **fields: Any) -> dict[str, Any]:
-    return {"schema": SCHEMA_VERSION, "kind": kind, **fields}
+    return {"schema": SCHEMA_VERSIONS.get(kind, SCHEMA_VERSION), "kind": kind, **fields}
+
+
+def cluster_state(
+    *,
+    readable: bool,
+    creating: bool = False,
+    orphaned: bool = False,
+    expires_at: float | None = None,
+    node_states: dict[str, str] | None = None,
+    now: float | None = None,
+) -> str:
+    """The cluster's state in CLUSTER_STATES; node_states None: no node was asked (list)."""
+    if not readable:
+        return "creating" if creating else "damaged"
+    if orphaned:
+        return "orphaned"
+    if expires_at is not None and expires_at < (time.time() if now is None else now):
+        return "expired"
+    if node_states is None:
+        return "running"
+    up = [s in UP_NODE_STATES for s in node_states.values()]
+    if all(up):
+        return "running"
+    return "degraded" if any(up) else "stopped"
 
 
 def node(n: Any, state: str = "unknown") -> dict[str, Any]:
@@ -35,7 +76,7 @@ def cluster(
     info: Any,
     states: dict[str, str] | None = None,
     *,
-    state: str = "recorded",
+    state: str = "running",
     usd_per_hour: float | None = None,
     region: str | None = None,
 ) -> dict[str, Any]:
@@ -61,7 +102,7 @@ def incomplete(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "cloud": None,
-        "state": "incomplete",
+        "state": "damaged",
         "instance_type": None,
         "region": None,
         "fabric": None,

@@ -31,7 +31,11 @@ def exec_(
         bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
     ] = False,
 ) -> None:
-    """Run a command on every node at once; output lines are prefixed with [node-K]."""
+    """Run a command on every node at once; output lines are prefixed with [node-K].
+
+    Exits 1 when the command failed on a node (each node's own code is printed, and in
+    --json), 4 when a node did not answer, 124 when --timeout ran out.
+    """
     from gpufleet import state
     from gpufleet.execute import run_exec
 

@@ -123,9 +123,10 @@ def run(
     ports, option values, flags that cannot apply. On a cloud the plan summary ($/hour, TTL,
     total at TTL) is shown and confirmed on a terminal (--yes skips it).
 
-    Exits with the job's exit code (the first failing rank's; the other nodes are stopped
-    unless --no-fail-fast), 5 when a node is lost, 6 when a node reached its expiry,
-    130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (a closed terminal).
+    Exits 1 when the job fails (the first failing rank's own code is in the message and in
+    --json's job_exit_code; the other nodes are stopped unless --no-fail-fast), 5 when a
+    node is lost, 6 when a node reached its expiry, 130 on Ctrl-C, 143 on SIGTERM, 129 on
+    SIGHUP (a closed terminal); `gpufleet --help` lists every code.
     """
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.job import JobRequest
@@ -140,7 +141,6 @@ def run(
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
     from gpufleet import state, validate
-    from gpufleet.components.errors import SpecError
     from gpufleet.components.spec import PULUMI_CLOUDS
     from gpufleet.provision.ssh import from_flags
 
@@ -152,15 +152,13 @@ def run(
         validate.not_with_cluster(cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr",)))
         state.load(cluster)  # ClusterNotFound before anything runs
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
-    count = byo.pop("nodes", None)
-    if nodes is not None and count is not None and nodes != count:
-        raise SpecError("nodes", f"{nodes} nodes for {count} hosts", "drop --nodes")
+    count = validate.node_count(nodes, byo.pop("nodes", None))
     spec = None
     if cluster is None:
         spec = spec_from_flags(
             name="run-" + secrets.token_hex(3) if name is None else name,
             cloud=cloud,
-            nodes=count or nodes or 2,
+            nodes=count,
             **byo,
             instance_type=instance_type,
             region=region,
@@ -240,7 +238,7 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
 
     from gpufleet import deadline
     from gpufleet import runs as runlog
-    from gpufleet.errors import ConnectionClosed, GpufleetError
+    from gpufleet.errors import ConnectionClosed, GpufleetError, JobFailed
     from gpufleet.job import run_job
     from gpufleet.signals import Interrupted
 
@@ -266,11 +264,11 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
         recorder.line(node, line, is_err)
 
     say(f"run {rec.id} (`gpufleet logs {rec.id}`)")
-    code, status = 1, "failed"
+    code, status, job_code = 1, "failed", None
     try:
         if timeout_s:
             deadline.arm(timeout_s)
-        code = run_job(req, say, stream)
+        code = job_code = run_job(req, say, stream)
         status = "succeeded" if code == 0 else "failed"
         return code
     except deadline.TimedOut as e:
@@ -281,6 +279,8 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
         raise
     except GpufleetError as e:
         code = e.exit_code
+        if isinstance(e, JobFailed):
+            job_code = e.code
         raise
     except EOFError as e:  # a connection closed under the run: recorded with its own code
         closed = ConnectionClosed(e)
@@ -288,7 +288,7 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
         raise closed from e
     finally:
         deadline.disarm()
-        recorder.finish(code, status)
+        recorder.finish(code, status, job_code)
         cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
         progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
         if as_json:

@@ -25,7 +25,9 @@ def pulumi(
 
     root = install_root()
     if not yes and sys.stdin.isatty() and not ask(f"Install Pulumi CLI {PINNED} into {root}?"):
-        raise typer.Exit(1)
+        from gpufleet.components.exitcodes import ExitCode
+
+        raise typer.Exit(ExitCode.DECLINED)
     path = install(progress)
     typer.echo(path)
 

@@ -7,11 +7,12 @@ import sys
 from gpufleet import cost
 from gpufleet.cli.common import ask
 from gpufleet.components.errors import GpufleetError
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class Declined(GpufleetError):
-    exit_code = 1
+    exit_code = ExitCode.DECLINED
 
     def __init__(self) -> None:
         super().__init__(

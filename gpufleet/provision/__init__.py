@@ -40,4 +40,6 @@ def for_cloud(cloud: str, **options: object) -> Provisioner:
         return PulumiProvisioner(**options)  # type: ignore[arg-type]
     from gpufleet.errors import GpufleetError
 
-    raise GpufleetError(f"cloud {cloud!r} has no provisioner yet", hint="use --cloud local")
+    raise GpufleetError(
+        f"cloud {cloud!r} has no provisioner yet", hint="use --cloud local", exit_code=2
+    )

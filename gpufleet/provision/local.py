@@ -510,7 +510,8 @@ def _watchdog(cluster: str, cdir: Path, uid: str) -> None:
                 stopped.add(node)
         if names and stopped >= set(names):
             stop_cluster_processes(cluster, cdir)
-            state.forget(cluster)
+            ends = [t for node in names if (t := _node_deadline(cdir, node)) is not None]
+            state.forget(cluster, expired=max(ends, default=now))
             return
 
 

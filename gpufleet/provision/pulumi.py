@@ -21,7 +21,6 @@ PULUMI_INSTALL = (
     "run `gpufleet setup pulumi` (installs the pinned CLI under $GPUFLEET_HOME), or by hand: "
     "curl -fsSL https://get.pulumi.com | sh"
 )
-SDK_INSTALL = "pip install 'gpufleet[aws]' (or [gcp], [azure], [clouds])"
 # Where the caller's public address is asked for when --ssh-cidr is not given.
 WHOAMI_URL = "https://checkip.amazonaws.com"
 
@@ -150,12 +149,19 @@ def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = 
     )
 
 
-def _import_sdk() -> None:
-    try:
-        import pulumi  # noqa: F401
-        from pulumi import automation  # noqa: F401
-    except ImportError:
-        raise MissingTool("the Pulumi Python SDK", SDK_INSTALL) from None
+def _import_sdk(cloud: str | None = None) -> None:
+    """The SDKs a stack of `cloud` needs (None: only Pulumi's), or MissingExtra naming the
+    extra that installs them."""
+    import importlib
+
+    from gpufleet.components.errors import SDK_EXTRAS, cloud_sdk
+
+    modules = ["pulumi", "pulumi.automation"]
+    if cloud is not None:
+        modules += ["pulumi_tls"] + [m for m, extra in SDK_EXTRAS.items() if extra == cloud]
+    with cloud_sdk(cloud):
+        for m in modules:
+            importlib.import_module(m)
 
 
 class PulumiProvisioner:
@@ -167,7 +173,7 @@ class PulumiProvisioner:
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
         find_pulumi()
-        _import_sdk()
+        _import_sdk(spec.cloud)
         spec = with_ssh_cidrs(spec)
         zones = spec.zone_choices or [None]
         for i, zone in enumerate(zones):
@@ -408,7 +414,7 @@ def _progress_lines(progress: Progress):
 def bake(spec: ClusterSpec, progress: Progress, backend: str | None = None) -> str:
     """Bake the node image for the spec's cloud; return its id. The builder is removed after."""
     find_pulumi()
-    _import_sdk()
+    _import_sdk(spec.cloud)
     spec = with_ssh_cidrs(spec)
     from gpufleet.components.bake import bake_program
     from gpufleet.components.registry import provider_config

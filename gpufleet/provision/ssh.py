@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufleet import state
 from gpufleet.components.errors import SpecError
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
 from gpufleet.errors import GpufleetError
 from gpufleet.provision import Progress
@@ -129,6 +130,7 @@ def fetch_host_key(host: Host, timeout: float = 10.0) -> str:
         raise GpufleetError(
             f"{host.address}:{host.port} is not reachable: {e}",
             hint="check the address and port, and that sshd runs there",
+            exit_code=ExitCode.UNREACHABLE,
         ) from None
     transport = paramiko.Transport(sock)
     try:
@@ -140,6 +142,7 @@ def fetch_host_key(host: Host, timeout: float = 10.0) -> str:
             raise GpufleetError(
                 f"{host.address}:{host.port} offers no {HOST_KEY_TYPE} host key ({e})",
                 hint="generate one there: `sudo ssh-keygen -A`",
+                exit_code=ExitCode.USAGE,
             ) from None
         key = transport.get_remote_server_key()
         return f"{key.get_name()} {key.get_base64()}"

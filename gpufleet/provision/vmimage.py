@@ -181,6 +181,7 @@ def build(dest: Path, tools: dict[str, str]) -> None:
         raise GpufleetError(
             "building the VM base image needs root (debootstrap, file ownership in the image)",
             hint="run the first `--cloud vm` command once as root; the image is then cached",
+            exit_code=2,  # ExitCode.USAGE: a setup the user must change
         )
     log = dest / "build.log"
     root = dest / "rootfs"

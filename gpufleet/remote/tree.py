@@ -99,7 +99,11 @@ def run_tree(
     names = nodes or [n.name for n in info.nodes]
     known = {n.name for n in info.nodes}
     if unknown := [n for n in names if n not in known]:
-        raise GpufleetError(f"no node {unknown[0]!r} in cluster {info.name!r}")
+        raise GpufleetError(
+            f"no node {unknown[0]!r} in cluster {info.name!r}",
+            hint="nodes are " + ", ".join(sorted(known)),
+            exit_code=2,  # bad input (ExitCode.USAGE)
+        )
     control = relay.control_path(state.cluster_dir(info.name))
     # One round trip: the head gets its keys on stdin, then runs the fan-out.
     script = relay.prepare_script(info, warm=False, require_rsync=False)

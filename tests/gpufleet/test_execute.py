@@ -32,3 +32,20 @@ def test_parses_the_common_forms():
 )
 def test_anything_else_falls_back_to_typer(args):
     assert parse_fast(args) is None
+
+
+def test_exit_code_is_gpufleets_never_a_nodes():
+    from gpufleet.components.exitcodes import ExitCode
+    from gpufleet.errors import HostResult
+    from gpufleet.execute import exit_code
+
+    def res(*rs: HostResult) -> dict[str, HostResult]:
+        return {r.node: r for r in rs}
+
+    ok, four = HostResult("node-0", 0), HostResult("node-1", 4)
+    slow = HostResult("node-1", None, error="timed out after 5s")
+    lost = HostResult("node-2", None, error="lost: its SSH connection dropped")
+    assert exit_code(res(ok)) == ExitCode.OK
+    assert exit_code(res(ok, four)) == ExitCode.JOB_FAILED  # a node's 4 is not "no SSH"
+    assert exit_code(res(ok, four, slow)) == ExitCode.TIMEOUT
+    assert exit_code(res(ok, slow, lost)) == ExitCode.UNREACHABLE

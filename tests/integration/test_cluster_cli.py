@@ -49,10 +49,15 @@ def test_up_exec_sshconfig_down(gpufleet_home, tmp_path):
 
 
 def test_exec_exit_code_names_failing_node(make_sandbox, gpufleet_home):
+    """A node's own code is in the message and --json; gpufleet exits 1 (JOB_FAILED): a node
+    exiting 4 must not read as gpufleet's "a node did not answer SSH"."""
     make_sandbox("t", 3)
-    r = gpufleet(gpufleet_home, "exec", "t", "--", '[ "$GPUFLEET_NODE" = node-1 ] && exit 7; true')
-    assert r.returncode == 7
-    assert "node-1: exit 7" in r.stderr
+    r = gpufleet(gpufleet_home, "exec", "t", "--", '[ "$GPUFLEET_NODE" = node-1 ] && exit 4; true')
+    assert r.returncode == 1
+    assert "node-1: exit 4" in r.stderr
+    r = gpufleet(gpufleet_home, "exec", "t", "--json", "--", "exit 4")
+    assert r.returncode == 1
+    assert {n["exit_code"] for n in json.loads(r.stdout)["nodes"]} == {4}
 
 
 def test_hostfile_resolves_through_ssh_config(make_sandbox, gpufleet_home, tmp_path):

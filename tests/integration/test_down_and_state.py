@@ -88,7 +88,7 @@ def test_sweep_removes_the_cluster_of_a_dead_run_and_keeps_kept_ones(gpufleet_ho
         x["name"]: x["state"]
         for x in json.loads(gpufleet(gpufleet_home, "list", "--json").stdout)["clusters"]
     }
-    assert listed == {"kept": "recorded", "orph": "orphaned"}
+    assert listed == {"kept": "running", "orph": "orphaned"}
     r = gpufleet(gpufleet_home, "sweep")
     assert r.returncode == 0, r.stderr
     assert "orph: its `run` is dead" in r.stderr

@@ -39,7 +39,8 @@ def check(kind: str, stdout: str) -> dict:
     doc = json.loads(stdout)
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(kind).iter_errors(doc)]
     assert not errors, f"{kind}: {errors[:5]}"
-    assert doc["schema"] == 1 and doc["kind"] == kind
+    assert doc["schema"] == schemas()[kind]["properties"]["schema"]["const"]
+    assert doc["kind"] == kind
     return doc
 
 
@@ -94,6 +95,8 @@ def test_sandbox_documents(gpufleet_home, tmp_path):
         assert listed["clusters"][0]["nodes"][1].keys() == status["nodes"][1].keys()
         assert [n["name"] for n in status["nodes"]] == ["node-0", "node-1"]
         assert {n["state"] for n in status["nodes"]} == {"running"}
+        # one vocabulary: the cluster is "running" in up, status and list alike
+        assert made["state"] == status["state"] == listed["clusters"][0]["state"] == "running"
         ex = check("exec", gpufleet(gpufleet_home, "exec", "js", "--json", "--", "true").stdout)
         assert [n["name"] for n in ex["nodes"]] == ["node-0", "node-1"]
         health = gpufleet(gpufleet_home, "health", "js", "--fabric", "--json", timeout=240)

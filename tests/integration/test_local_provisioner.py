@@ -7,8 +7,11 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from gpufleet import state
 from gpufleet.components.spec import ClusterSpec
+from gpufleet.errors import ClusterExpired
 from gpufleet.provision.local import LocalProvisioner, _cmdline, start_watchdog
 from tests.integration.conftest import leftovers, requires_sshd, sshd_of
 
@@ -83,10 +86,15 @@ def test_watchdog_tears_down_at_expiry(gpufleet_home):
         cdir = state.cluster_dir("w")
         # the watchdog reads the hard expiry (hours away) from the cluster folder
         assert float((cdir / "expires_at").read_text()) > time.time() + 3600
-        LocalProvisioner().extend(info, time.time())  # moved to now
+        at = time.time()
+        LocalProvisioner().extend(info, at)  # moved to now
         assert _wait(lambda: not state.exists("w"), 30)
         assert not sshd_of(gpufleet_home, "w") and not leftovers("w")
         assert _wait(lambda: "watchdog" not in _cmdline(dog), 10)
+        # a tombstone: `status w` says it expired, and when, not "no cluster named 'w'"
+        with pytest.raises(ClusterExpired) as e:
+            state.load("w")
+        assert abs(e.value.expired_at - at) <= 1 and "expired at" in str(e.value)
     finally:
         if state.exists("w"):
             LocalProvisioner().down(info, lambda m: None)

@@ -44,7 +44,6 @@ def test_filters_by_cloud_and_gpu():
     assert all("H100" in r["gpu_model"] for r in h100)
     azure = as_json("--cloud", "azure")
     assert azure and {r["cloud"] for r in azure} == {"azure"}
-    assert as_json("--gpu", "no-such-gpu") == []
 
 
 def test_table_shows_nic_layout_and_prices():
@@ -55,9 +54,11 @@ def test_table_shows_nic_layout_and_prices():
     assert "p4d.24xlarge" not in r.stdout
 
 
-def test_table_without_a_match_says_so():
-    r = cli("--gpu", "no-such-gpu")
-    assert r.returncode == 1 and "no instance type matches" in r.stderr
+def test_a_filter_without_a_match_is_bad_input():
+    for json_flag in ((), ("--json",)):
+        r = cli("--gpu", "Z999", *json_flag)
+        assert r.returncode == 2, r.stderr
+        assert "gpu: no instance type has a GPU matching 'Z999'" in r.stderr and "H100" in r.stderr
 
 
 def test_unknown_cloud_is_a_clear_error():

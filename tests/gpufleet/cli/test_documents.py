@@ -58,3 +58,30 @@ def test_a_listed_cluster_is_the_cluster_document_without_its_envelope():
     assert list(validator("cluster-list").iter_errors({**listed, "clusters": [{**one, "x": 1}]}))
     assert list(validator("cluster").iter_errors(documents.envelope("cluster", **one, x=1)))
     assert list(validator("cluster").iter_errors(one))  # the envelope is required
+
+
+def test_cluster_state_is_one_vocabulary_for_list_and_status():
+    from gpufleet.cli.documents import CLUSTER_STATES, cluster_state
+
+    live = {"readable": True}
+    said = [
+        (cluster_state(readable=False, creating=True), "creating"),
+        (cluster_state(readable=False), "damaged"),
+        (cluster_state(**live, orphaned=True, expires_at=1.0, now=2.0), "orphaned"),
+        (cluster_state(**live, expires_at=1.0, now=2.0), "expired"),
+        (cluster_state(**live), "running"),  # list: no node asked
+        (cluster_state(**live, node_states={"node-0": "running", "node-1": "reachable"}),
+         "running"),
+        (cluster_state(**live, node_states={"node-0": "running", "node-1": "stopped"}),
+         "degraded"),
+        (cluster_state(**live, node_states={"node-0": "gone", "node-1": "unreachable"}),
+         "stopped"),
+    ]  # fmt: skip
+    assert [got for got, _ in said] == [want for _, want in said]
+    assert {want for _, want in said} == set(CLUSTER_STATES)
+    enum = json.loads(
+        (Path(documents.__file__).parents[1] / "schemas" / "cluster.schema.json").read_text()
+    )["$defs"]["cluster"]["properties"]["state"]["enum"]
+    assert enum == list(CLUSTER_STATES)
+    assert documents.envelope("cluster")["schema"] == 2
+    assert documents.envelope("cluster-list")["schema"] == 2

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from gpufleet.components.exitcodes import ExitCode
+
 ROOT = Path(__file__).resolve().parents[3]
 UP_AWS = [
     "up",
@@ -44,7 +46,7 @@ def test_terminal_shows_the_plan_and_no_creates_nothing(tmp_path, gpufleet_home)
         if select.select([leader], [], [], 1)[0]:
             seen += os.read(leader, 4096)
     os.write(leader, b"n\n")
-    assert proc.wait(timeout=60) == 1
+    assert proc.wait(timeout=60) == ExitCode.DECLINED
     try:
         while select.select([leader], [], [], 0.5)[0]:
             seen += os.read(leader, 4096)

@@ -50,7 +50,7 @@ def test_list_has_a_header_and_expiry_with_time_zone_and_price(gpufleet_home):
     assert header == ["NAME", "CLOUD", "STATE", "AGE", "EXPIRES", "NODES", "TYPE", "$/H"]
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("big"))
     assert time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(when)) in row
-    assert "p4d.24xlarge" in row and "recorded" in row
+    assert "p4d.24xlarge" in row and "running" in row
     from gpufleet.components.catalog import lookup
 
     assert f"{2 * lookup('aws', 'p4d.24xlarge').price_per_hour:.2f}" in row
@@ -83,3 +83,16 @@ def test_runs_table_is_drawn_like_list(gpufleet_home):
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("r1"))
     assert time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)) in row
     assert "succeeded" in row and "$1.00" in row
+
+
+def test_list_and_status_say_a_clusters_state_in_one_vocabulary(gpufleet_home):
+    """A cloud cluster (its nodes are not asked): "running" in list, status, and their --json."""
+    import json
+
+    from gpufleet.cli.documents import CLUSTER_STATES
+
+    record_aws_cluster(time.time() + 3600)
+    listed = json.loads(cli(gpufleet_home, "list", "--json").stdout)["clusters"][0]["state"]
+    shown = json.loads(cli(gpufleet_home, "status", "big", "--json").stdout)["state"]
+    assert listed == shown == "running" and shown in CLUSTER_STATES
+    assert cli(gpufleet_home, "status", "big").stdout.startswith("big: running; aws")

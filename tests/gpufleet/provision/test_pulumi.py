@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from gpufleet.components.errors import SpecError
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.registry import provider_config
 from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision import pulumi as pp
@@ -427,7 +428,7 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
     monkeypatch.setattr(remote, "Group", HalfGroup)
     created = time.time() + HOUR
     cloud_record("aws", created)
-    assert main(["extend", "c", "2h"]) == 1
+    assert main(["extend", "c", "2h"]) == ExitCode.OPERATION_FAILED  # a step of gpufleet, not a job
     err = capsys.readouterr().err
     assert "node-1: exit 1" in err and "gpufleet extend c" in err and "node-0:" not in err
     assert state.load("c").expires_at == created
