@@ -223,3 +223,13 @@ def test_an_unreachable_byo_host_is_unreachable(recorded, capsys, gpufleet_home)
 def test_the_docs_table_and_help_text_are_rendered_from_the_enum(golden):
     golden("exitcodes/exit-codes.md", markdown())
     golden("exitcodes/help.txt", help_text() + "\n")
+
+
+def test_the_docs_show_the_table_the_code_renders():
+    """docs/json-and-exit-codes.md carries the table verbatim, so the two cannot drift."""
+    from pathlib import Path
+
+    from gpufleet.components.exitcodes import markdown
+
+    docs = Path(__file__).resolve().parents[3] / "docs" / "json-and-exit-codes.md"
+    assert markdown().strip() in docs.read_text()
