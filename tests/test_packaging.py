@@ -37,3 +37,45 @@ def test_the_wheel_installs_one_top_level_package():
     assert {p.split(".")[0] for p in setuptools["packages"]} == {"gpufleet"}
     assert setuptools["package-dir"]["gpufleet.components"] == "components"
     assert (ROOT / "gpufleet" / "components").resolve() == ROOT / "components"
+
+
+def _imported_top_level_modules() -> dict[str, str]:
+    """Every module name gpufleet's code imports (at any depth), with one file that does."""
+    import ast
+
+    found: dict[str, str] = {}
+    for top in ("gpufleet", "components"):
+        for f in (ROOT / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    found.setdefault(name.split(".")[0], str(f.relative_to(ROOT)))
+    return found
+
+
+def test_every_third_party_import_is_a_declared_dependency():
+    """The wheel in a fresh venv failed with `No module named 'click'`: typer stopped
+    depending on click, and only another package had installed it here. Every module the
+    code imports must come from a distribution pyproject names (required or an extra)."""
+    import importlib.metadata as md
+    import re
+    import sys
+
+    project = PYPROJECT["project"]
+    declared = {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower().replace("_", "-")
+                for r in project["dependencies"]
+                + [r for rs in project["optional-dependencies"].values() for r in rs]}  # fmt: skip
+    provided = md.packages_distributions()
+    undeclared = {}
+    for module, where in _imported_top_level_modules().items():
+        if module in sys.stdlib_module_names or module in ("gpufleet", "components", "__future__"):
+            continue
+        dists = {d.lower().replace("_", "-") for d in provided.get(module, [])}
+        if not dists & declared:
+            undeclared[module] = (where, sorted(dists))
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import click
+import typer
 
 Items = list[tuple[str, str]]  # (value, help): zsh and fish show the help next to the value
 
@@ -70,7 +70,7 @@ def _cluster_help(path: Path) -> str:
 
 
 @_quiet
-def clusters(ctx: click.Context, incomplete: str) -> Items:
+def clusters(ctx: typer.Context, incomplete: str) -> Items:
     """Recorded clusters, less those already named on the line (`down a b <TAB>`)."""
     from gpufleet import state
 
@@ -84,7 +84,7 @@ def clusters(ctx: click.Context, incomplete: str) -> Items:
 
 
 @_quiet
-def nodes(ctx: click.Context, incomplete: str) -> Items:
+def nodes(ctx: typer.Context, incomplete: str) -> Items:
     """Nodes of the cluster named before (`ssh t <TAB>`, `exec t --node <TAB>`)."""
     from gpufleet import state
 
@@ -122,7 +122,7 @@ def run_ids(incomplete: str) -> Items:
 
 
 @_quiet
-def stacks(ctx: click.Context, incomplete: str) -> Items:
+def stacks(ctx: typer.Context, incomplete: str) -> Items:
     """Stack names: the Pulumi.<stack>.yaml files here, in ./stacks, --stacks-dir, shipped."""
     from gpufleet.components.stackconfig import STACKS_DIR, stack_file, stack_names
 
@@ -137,7 +137,7 @@ def stacks(ctx: click.Context, incomplete: str) -> Items:
 
 
 @_quiet
-def instance_types(ctx: click.Context, incomplete: str) -> Items:
+def instance_types(ctx: typer.Context, incomplete: str) -> Items:
     """Catalog types, of the --cloud given before -t when it has a catalog; GPUs and price."""
     from gpufleet.components import catalog
 
