@@ -1,7 +1,7 @@
 """The head as the cluster's relay: one kept OpenSSH connection to it, and its keys to the workers.
 
 Sync and tree-mode exec both hand the head the cluster key and the workers' pinned host
-keys (HEAD_KEYS, beside its workdir), so the head reaches the workers over the cluster
+keys (HEAD_KEYS, in its workdir), so the head reaches the workers over the cluster
 network, through one persistent OpenSSH connection per worker that it keeps.
 """
 
@@ -18,8 +18,10 @@ from typing import Any
 
 from gpufleet.remote import knownhosts, sshopts
 
-# Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
-HEAD_KEYS = "../.gpufleet-ssh"
+# Where the head keeps the cluster key and the workers' pinned host keys: in its workdir's run
+# folder (sync.RUNS_DIR, which no rsync of the workdir sends or deletes), never beside the
+# workdir: on hosts gpufleet did not create, nothing may be left outside it.
+HEAD_KEYS = ".gpufleet/ssh"
 MUX_PERSIST_S = 300
 
 
@@ -83,11 +85,12 @@ def worker_rows(info: Any) -> list[str]:
     return rows
 
 
-# On the head: the keys it was handed, and one persistent OpenSSH connection per worker
-# (a socket path must stay under ~104 bytes, hence /tmp when the keys folder is deep).
+# On the head: the keys it was handed, and one persistent OpenSSH connection per worker. A
+# socket path must stay under ~104 bytes: when the keys folder is deep, the path relative to
+# the workdir (where every head command runs, and OpenSSH takes it as given), never /tmp.
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
-    'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
+    f'if [ ${{#K}} -lt 50 ]; then CP="$K/m-%C"; else CP="{HEAD_KEYS}/m-%C"; fi',
     'RSH="ssh -F /dev/null -i $K/id_ed25519 '
     + " ".join(sshopts.as_args(sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT))
     + f' -o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
