@@ -174,3 +174,85 @@ def test_inventory_pins_keys_and_a_wrong_key_is_refused(hosts, gpufleet_home, tm
     assert "node-1" in r.stderr and "host key" in r.stderr
     assert not (gpufleet_home / "clusters" / "bad").exists()
     assert hosts.alive()
+
+
+def _tree(root: Path, skip: set[Path]) -> dict[str, str]:
+    """path -> sha256 of every file under root (a folder: 'dir'), but the paths in `skip` and
+    sshd's own logs (each login adds a line: sshd writes them, not the run)."""
+    import hashlib
+
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if any(p == s or s in p.parents for s in skip) or p.name == "sshd.log":
+            continue
+        out[str(p.relative_to(root))] = (
+            hashlib.sha256(p.read_bytes()).hexdigest()[:12] if p.is_file() else "dir"
+        )
+    return out
+
+
+def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_home, tmp_path):
+    """Issue 17: `run --cloud ssh` against the nodes of a cluster made with `up` wrote a lease
+    into each node's state folder; that cluster's own watchdog then removed it when the
+    lease lapsed (28 s later with GPUFLEET_LEASE_S=20). A one-shot run on hosts gpufleet did
+    not create writes nothing outside its workdir, and the cluster outlives the lease."""
+    import json
+    import sys
+    import time
+
+    import yaml
+
+    from gpufleet import state
+    from tests.integration.conftest import ROOT, cli_env, leftovers, run_in_session, sshd_of
+
+    lease_s, watch_s = 20, 2.0  # the sandbox watchdog looks every 2 s (local.WATCH_EVERY_S)
+    try:
+        r = gpufleet(gpufleet_home, "up", "--cloud", "local", "--name", "lab", "--nodes", "2")
+        assert r.returncode == 0, r.stderr
+        lab = state.load("lab")
+        cdir = state.cluster_dir("lab")
+        runs = {cdir / "nodes" / n.name / "byo-run" for n in lab.nodes}
+        inv = tmp_path / "hosts.yaml"
+        hosts = [
+            {"address": n.private_ip, "port": n.ssh_port, "host_key": n.host_key,
+             "workdir": str(cdir / "nodes" / n.name / "byo-run")}
+            for n in lab.nodes
+        ]  # fmt: skip
+        inv.write_text(yaml.safe_dump({"user": getpass.getuser(), "key": lab.ssh_key_path,
+                                       "hosts": hosts}))  # fmt: skip
+        job = tmp_path / "job"
+        job.mkdir()
+        (job / "hello.sh").write_text('echo "hello from rank $GPUFLEET_NODE_RANK"\n')
+        before = _tree(cdir, runs)
+
+        env = {**cli_env(gpufleet_home), "GPUFLEET_LEASE_S": str(lease_s)}
+        argv = [sys.executable, "-m", "gpufleet", "run", "--cloud", "ssh", "--inventory",
+                str(inv), "--name", "once", "--workdir", str(job), "--launcher", "none",
+                "--", "sh", "hello.sh"]  # fmt: skip
+        r = run_in_session(argv, timeout=120, env=env, cwd=ROOT)
+        ran_until = time.time()
+        assert r.returncode == 0, r.stderr
+        assert sorted(ln for ln in r.stdout.splitlines() if "hello" in ln) == [
+            "[node-0] hello from rank 0",
+            "[node-1] hello from rank 1",
+        ]
+        assert all((d / "hello.sh").is_file() for d in runs)  # it did use the nodes
+        after_run = _tree(cdir, runs)
+        print(f"\nlab's folder before the run: {json.dumps(before, indent=1)}")
+        print(f"after the run: {'the same' if after_run == before else after_run}")
+
+        # Past any lease that run could have written, and a few watchdog rounds more.
+        until = ran_until + lease_s + 3 * watch_s
+        while time.time() < until and len(sshd_of(gpufleet_home, "lab")) == 2:
+            time.sleep(0.5)
+        assert len(sshd_of(gpufleet_home, "lab")) == 2  # its sshds outlived the lease
+        assert not any((cdir / "nodes" / n.name / "expired").exists() for n in lab.nodes)
+        r = gpufleet(gpufleet_home, "status", "lab", "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count('"running"') >= 2, r.stdout
+        assert after_run == before  # no lease, nothing outside the run's workdir
+        assert _tree(cdir, runs) == before
+    finally:
+        if state.exists("lab"):
+            assert gpufleet(gpufleet_home, "down", "lab").returncode == 0
+        assert not sshd_of(gpufleet_home, "lab") and not leftovers("lab")
