@@ -256,3 +256,60 @@ def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_h
         if state.exists("lab"):
             assert gpufleet(gpufleet_home, "down", "lab").returncode == 0
         assert not sshd_of(gpufleet_home, "lab") and not leftovers("lab")
+
+
+def _commands(root: Path, argv: list[str]) -> list[int]:
+    """PIDs running `argv` in a session of the hosts under `root` (wherever re-parented)."""
+    mark = f"GPUFLEET_STATE_DIR={root}/".encode()
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (p / "cmdline").read_bytes().split(b"\0")[:-1]
+            env = (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd == [a.encode() for a in argv] and any(e.startswith(mark) for e in env):
+            found.append(int(p.name))
+    return found
+
+
+def test_kill_9_of_a_byo_run_leaves_no_command_running_on_the_hosts(hosts, gpufleet_home):
+    """No lease on hosts the user has, so nothing there removes a dead CLI's work: its
+    commands end with their SSH sessions (sshd alone leaves them running, re-parented)."""
+    import os
+    import signal
+    import time
+
+    import yaml
+
+    from tests.faults.sandbox import start_run
+
+    _wait_listening(hosts)
+    entries = [
+        {"address": a, "port": p, "host_key": k, "workdir": str(w)}
+        for (a, p), k, w in zip(hosts.addrs, hosts.host_keys, hosts.workdirs, strict=True)
+    ]
+    inv = hosts.root / "hosts.yaml"
+    inv.write_text(yaml.safe_dump({"user": getpass.getuser(), "key": str(hosts.key),
+                                   "hosts": entries}))  # fmt: skip
+    job = hosts.root / "job"
+    job.mkdir()
+    sleep = ["sleep", "317"]
+    args = ["--cloud", "ssh", "--inventory", str(inv), "--name", "k9", "--workdir", str(job)]
+    try:
+        with start_run(gpufleet_home, *args, "--launcher", "none", "--", *sleep) as run:
+            assert run.wait_for("launching none"), "".join(run.lines)
+            deadline = time.monotonic() + 30
+            while len(_commands(hosts.root, sleep)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(_commands(hosts.root, sleep)) == 3
+            os.kill(run.proc.pid, signal.SIGKILL)  # the CLI alone, as the OOM killer would
+            run.finish()
+        deadline = time.monotonic() + 30  # sshd notices at once; the watchers poll each second
+        while _commands(hosts.root, sleep) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _commands(hosts.root, sleep) == []
+        assert hosts.alive()
+    finally:
+        for pid in _commands(hosts.root, sleep):
+            os.kill(pid, signal.SIGKILL)
