@@ -222,7 +222,11 @@ class SSHProvisioner:
         return info
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
-        progress(f"forgetting {len(info.nodes)} hosts of {info.name}; nothing on them changed")
+        # gpufleet writes only in each host's workdir there (provision.PROVIDERS: may_write none)
+        progress(
+            f"forgetting {len(info.nodes)} hosts of {info.name}; "
+            "nothing on them was changed outside their workdirs"
+        )
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         out = {}

@@ -237,6 +237,7 @@ def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_h
             "[node-1] hello from rank 1",
         ]
         assert all((d / "hello.sh").is_file() for d in runs)  # it did use the nodes
+        assert "nothing on them was changed outside their workdirs" in r.stderr
         after_run = _tree(cdir, runs)
         print(f"\nlab's folder before the run: {json.dumps(before, indent=1)}")
         print(f"after the run: {'the same' if after_run == before else after_run}")
