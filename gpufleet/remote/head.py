@@ -122,6 +122,28 @@ def prepare_script(info: Any, *, warm: bool = True, require_rsync: bool = True) 
     )
 
 
+# Undoes what the head was handed, in its workdir: its worker connections exit and the keys go
+# (on hosts the user has, the key is the user's own).
+RELAY_CLEANUP = (
+    f'for s in {HEAD_KEYS}/m-*; do [ -S "$s" ] && '
+    'ssh -F /dev/null -o ControlPath="$s" -O exit gpufleet </dev/null >/dev/null 2>&1; '
+    f"done; rm -rf {HEAD_KEYS}"
+)
+
+
+def remove_relay(info: Any, timeout: float = 10.0) -> str | None:
+    """Run RELAY_CLEANUP on the head; None, or why it could not (best effort)."""
+    from gpufleet.remote import Group
+
+    try:
+        with Group(info, [info.nodes[0].name], connect_timeout=timeout) as g:
+            g.wait_ready(timeout)
+            r = g.run(RELAY_CLEANUP, check=False, timeout=timeout)[info.nodes[0].name]
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return None if r.ok else (r.error or f"exit {r.exit_code}")
+
+
 def head_files(info: Any) -> dict[str, bytes | str]:
     return {
         "id_ed25519": Path(info.ssh_key_path).read_bytes(),

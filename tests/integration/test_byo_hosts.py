@@ -191,6 +191,12 @@ def _tree(root: Path, skip: set[Path]) -> dict[str, str]:
     return out
 
 
+def _ssh_clients(folder: Path) -> list[str]:
+    """OpenSSH clients (not sshd) whose command line names `folder`."""
+    out = subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if ln.startswith("ssh ") and f"{folder}/" in ln]
+
+
 def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_home, tmp_path):
     """Issue 17: `run --cloud ssh` against the nodes of a cluster made with `up` wrote a lease
     into each node's state folder; that cluster's own watchdog then removed it when the
@@ -238,6 +244,10 @@ def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_h
         ]
         assert all((d / "hello.sh").is_file() for d in runs)  # it did use the nodes
         assert "nothing on them was changed outside their workdirs" in r.stderr
+        # what the sync handed the head (a copy of the user's key) went with the run, and the
+        # head's connections to the workers with it
+        assert not any((d / ".gpufleet" / "ssh").exists() for d in runs)
+        assert _ssh_clients(cdir) == []
         after_run = _tree(cdir, runs)
         print(f"\nlab's folder before the run: {json.dumps(before, indent=1)}")
         print(f"after the run: {'the same' if after_run == before else after_run}")
