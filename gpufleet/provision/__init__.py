@@ -11,12 +11,13 @@ from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 Progress = Callable[[str], None]
 
-# The node state files gpufleet can leave on a machine outside a run's workdir: each one can
-# remove the machine (the node's own expiry reads them: images/ttl/gpufleet-expire, the
-# sandbox watchdog).
+# What gpufleet can write on a machine outside a run's workdir. The node state files can remove
+# the machine (its own expiry reads them: images/ttl/gpufleet-expire, the sandbox watchdog);
+# the host key is sshd's own, replaced on first contact (remote/hostkeys.py).
 LEASE = "lease"  # a live `run` renews it; the node removes itself when it lapses
 EXPIRY = "expires_at"  # `extend`'s new hard expiry
-NODE_STATE = frozenset({LEASE, EXPIRY})
+HOST_KEY = "host_key"  # the bootstrap host key from user data, replaced by one made there
+NODE_STATE = frozenset({LEASE, EXPIRY, HOST_KEY})
 
 
 class Provisioner(Protocol):
@@ -58,7 +59,7 @@ PROVIDERS: dict[str, Provider] = {
 
 
 def may_write(cloud: str) -> frozenset[str]:
-    """The node state files gpufleet may write on this cloud's machines; none if unknown."""
+    """What gpufleet may write on this cloud's machines outside a workdir; none if unknown."""
     p = PROVIDERS.get(cloud)
     return p.may_write if p else frozenset()
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, HostsNotOurs, SSHUnreachable
-from gpufleet.provision import EXPIRY, LEASE, may_write
+from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.remote import knownhosts
 from gpufleet.signals import held, start_threads
 
@@ -268,8 +268,10 @@ class Group:
         still booting.
         """
         self._connect_all(timeout, refused_fails=refused_fails, progress=progress)
-        if getattr(self.info, "host_key_rotation", None) and any(
-            getattr(n, "bootstrap_host_key", False) for n in self.nodes
+        if (
+            getattr(self.info, "host_key_rotation", None)
+            and HOST_KEY in self.may_write
+            and any(getattr(n, "bootstrap_host_key", False) for n in self.nodes)
         ):
             from gpufleet import state
             from gpufleet.remote.hostkeys import replace_bootstrap_keys

@@ -9,17 +9,17 @@ import pytest
 
 from gpufleet.components.spec import ClusterInfo, NodeInfo
 from gpufleet.errors import HostsNotOurs
-from gpufleet.provision import EXPIRY, LEASE, NODE_STATE, PROVIDERS, may_write
+from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, NODE_STATE, PROVIDERS, may_write
 from gpufleet.remote.group import Group
 
 # What each provider declares it may write outside a run's workdir: the machines it creates
 # carry gpufleet's node-side expiry; the hosts an inventory names are the user's own.
 DECLARED = {
-    "local": {LEASE, EXPIRY},
-    "vm": {LEASE, EXPIRY},
-    "aws": {LEASE, EXPIRY},
-    "gcp": {LEASE, EXPIRY},
-    "azure": {LEASE, EXPIRY},
+    "local": {LEASE, EXPIRY, HOST_KEY},
+    "vm": {LEASE, EXPIRY, HOST_KEY},
+    "aws": {LEASE, EXPIRY, HOST_KEY},
+    "gcp": {LEASE, EXPIRY, HOST_KEY},
+    "azure": {LEASE, EXPIRY, HOST_KEY},
     "ssh": set(),
 }
 
@@ -31,8 +31,8 @@ def test_every_provider_declares_what_it_may_write():
         assert hasattr(importlib.import_module(p.module), p.cls), cloud
 
 
-def test_the_byo_provider_may_write_no_lease_and_no_expiry():
-    assert LEASE not in may_write("ssh") and EXPIRY not in may_write("ssh")
+def test_the_byo_provider_may_write_no_lease_no_expiry_and_no_host_key():
+    assert may_write("ssh").isdisjoint({LEASE, EXPIRY, HOST_KEY})
     assert may_write("no-such-cloud") == frozenset()  # unknown: nothing
 
 
@@ -82,3 +82,24 @@ def test_extend_refuses_byo_hosts_before_contacting_them(monkeypatch):
     with pytest.raises(HostsNotOurs, match="no expiry"):
         ops.extend("lab", 60)
     assert state.load("lab").expires_at is None
+
+
+@pytest.mark.parametrize(("cloud", "rotated"), [("ssh", False), ("local", True)])
+def test_a_host_key_is_replaced_only_where_the_provider_allows_it(monkeypatch, cloud, rotated):
+    from gpufleet.components.spec import HostKeyRotation
+    from gpufleet.remote import hostkeys
+
+    info = _cluster(cloud).model_copy(
+        update={
+            "host_key_rotation": HostKeyRotation(key_file="k", reload="true", sudo=True),
+            "nodes": [
+                NodeInfo(name="node-0", private_ip="a", public_ip="a", bootstrap_host_key=True)
+            ],  # fmt: skip
+        }
+    )
+    calls: list[str] = []
+    g = Group(info)
+    monkeypatch.setattr(g, "_connect_all", lambda *a, **k: None)
+    monkeypatch.setattr(hostkeys, "replace_bootstrap_keys", lambda grp, save: calls.append(cloud))
+    g.wait_ready(1)
+    assert calls == ([cloud] if rotated else [])
