@@ -18,6 +18,7 @@ __all__ = [
     "GpufleetError",
     "GroupError",
     "HostKeyMismatch",
+    "HostsNotOurs",
     "JobFailed",
     "MissingExtra",
     "MissingTool",
@@ -286,3 +287,17 @@ class ExtendFailed(GpufleetError):
         )
         self.name = name
         self.failed = failed
+
+
+class HostsNotOurs(GpufleetError):
+    """A write gpufleet refuses on machines it did not create (the provider's `may_write`)."""
+
+    exit_code = 2
+
+    def __init__(self, name: str, cloud: str, what: str):
+        super().__init__(
+            f"cluster {name!r} (cloud={cloud}) is machines gpufleet did not create: "
+            f"it writes no {what} on them",
+            hint="nothing of gpufleet expires on your own hosts; `gpufleet down` only forgets them",
+        )
+        self.name, self.cloud, self.what = name, cloud, what

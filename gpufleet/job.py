@@ -21,14 +21,16 @@ from gpufleet.errors import (
     SpecError,
 )
 from gpufleet.launch import LaunchOptions
-from gpufleet.provision import Progress
+from gpufleet.provision import LEASE, Progress
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
 from gpufleet.signals import Interrupted, raise_pending, shielded, start_threads
 
 
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves
-# LEASE_S after the last renewal if this process dies (kill -9, a lost machine).
+# LEASE_S after the last renewal if this process dies (kill -9, a lost machine). Machines
+# gpufleet did not create get none (provision.Provider.may_write): there a dead CLI's
+# commands end with their SSH sessions (remote/group.py, wrap_command).
 def _env_seconds(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None:
@@ -195,7 +197,7 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
         # a refused connection on a cluster that already existed: its node is gone
         group.wait_ready(req.ssh_timeout, refused_fails=created is None, progress=progress)
         progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
-        if created is not None:
+        if created is not None and LEASE in group.may_write:
             lease = _LeaseKeeper(group, progress)
             lease.start()
         sync.sync(

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from gpufleet import sshconfig, state
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
-from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, StateDamaged
-from gpufleet.provision import Progress, for_cloud
+from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, HostsNotOurs, StateDamaged
+from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write
 from gpufleet.signals import shielded
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
 def extend(name: str, minutes: int) -> float:
     """Move a cluster's hard expiry to `minutes` from now; the new epoch seconds."""
     info = state.load(name)
+    if EXPIRY not in may_write(info.cloud):
+        raise HostsNotOurs(name, info.cloud, "expiry")  # hosts the user has: none to move
     expires_at = time.time() + minutes * 60
     prov = for_cloud(info.cloud)
     move = getattr(prov, "extend", None)

@@ -225,7 +225,19 @@ class SSHProvisioner:
         return info
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
-        progress(f"forgetting {len(info.nodes)} hosts of {info.name}; nothing on them changed")
+        # gpufleet writes only in each host's workdir there (provision.PROVIDERS: may_write none);
+        # of that, the relay keys a sync handed the head (a copy of the user's key) go now.
+        from gpufleet.remote.head import remove_relay
+
+        why = remove_relay(info)
+        if why:
+            progress(
+                f"{info.nodes[0].name}: gpufleet's relay keys not removed from its workdir ({why})"
+            )
+        progress(
+            f"forgetting {len(info.nodes)} hosts of {info.name}; "
+            "nothing on them was changed outside their workdirs"
+        )
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         out = {}

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, SSHUnreachable
+from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, HostsNotOurs, SSHUnreachable
+from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.remote import knownhosts
 from gpufleet.signals import held, start_threads
 
@@ -28,15 +29,33 @@ Stream = Callable[[str, str, bool], None]  # (node name, line without newline, i
 EOF_GRACE_S = 1.0  # output that arrives after the exit status, before EOF
 
 
-def wrap_command(node: NodeInfo, command: str) -> str:
+def wrap_command(node: NodeInfo, command: str, tied: bool = False) -> str:
     """Run `command` in the node's workdir, first printing the PID that leads its process group.
 
     sshd starts each session's shell in a new session, so that PID is also the group
     cancel() kills; commands that `exec` their launcher keep it.
+
+    tied: the command's process group ends with its SSH session. sshd leaves a session's
+    processes running when the connection drops (no pty, so no SIGHUP): their shell is only
+    re-parented. A watcher sees that and TERMs the group (KILL 5 s later). For machines
+    gpufleet did not create, where no lease may stop a dead CLI's ranks; it writes nothing.
     """
     wd = shlex.quote(node.workdir)
-    inner = f"printf '{PID_MARK} %s\\n' $$; mkdir -p {wd} && cd {wd} && {command}"
+    head = f"printf '{PID_MARK} %s\\n' $$; mkdir -p {wd} && cd {wd}"
+    if not tied:
+        return f"exec /bin/sh -c {shlex.quote(f'{head} && {command}')}"
+    inner = f"{head} || exit 1\n{SESSION_WATCH}({command}\n)\nr=$?; kill $w 2>/dev/null; exit $r"
     return f"exec /bin/sh -c {shlex.quote(inner)}"
+
+
+# Field 4 of /proc/PID/stat is the parent PID (field 2, "(sh)", holds no space). The
+# watcher's own TERM is ignored only once it acts, so cancel() still ends it at once.
+SESSION_WATCH = (
+    "w=; if [ -r /proc/$$/stat ] && read -r _ _ _ s _ </proc/$$/stat; then "
+    '( while read -r _ _ _ p _ </proc/$$/stat && [ "$p" = "$s" ]; do sleep 1; done; '
+    "trap '' TERM; kill -TERM -$$; sleep 5; kill -KILL -$$ ) </dev/null >/dev/null 2>&1 & "
+    "w=$!; fi\n"
+)
 
 
 def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
@@ -81,13 +100,13 @@ def state_file_command(name: str, epoch: float | None) -> str:
 def lease_command(until: float | None) -> str:
     """The lease: the node removes itself at min(hard expiry, lease); None: the hard expiry
     alone applies again."""
-    return state_file_command("lease", until)
+    return state_file_command(LEASE, until)
 
 
 def expiry_command(expires_at: float) -> str:
     """A new hard expiry (`gpufleet extend`), which the node's expiry prefers to the one it
     booted with (images/ttl/gpufleet-expire; the sandbox watchdog)."""
-    return state_file_command("expires_at", expires_at)
+    return state_file_command(EXPIRY, expires_at)
 
 
 def tar_files(files: dict[str, bytes | str]) -> bytes:
@@ -170,6 +189,10 @@ class Group:
         self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
         self.lost: dict[str, str] = {}  # node -> why it is considered lost
         self._probing: set[str] = set()
+        # What its provider lets gpufleet write on these machines outside the workdir; with no
+        # lease there to stop a dead CLI's commands, they end with their SSH session.
+        self.may_write = may_write(info.cloud)
+        self.tied = LEASE not in self.may_write
 
     def subset(self, nodes: list[str]) -> Group:
         """A group of some of these nodes on the same connections (close() leaves them open)."""
@@ -245,8 +268,10 @@ class Group:
         still booting.
         """
         self._connect_all(timeout, refused_fails=refused_fails, progress=progress)
-        if getattr(self.info, "host_key_rotation", None) and any(
-            getattr(n, "bootstrap_host_key", False) for n in self.nodes
+        if (
+            getattr(self.info, "host_key_rotation", None)
+            and HOST_KEY in self.may_write
+            and any(getattr(n, "bootstrap_host_key", False) for n in self.nodes)
         ):
             from gpufleet import state
             from gpufleet.remote.hostkeys import replace_bootstrap_keys
@@ -426,7 +451,7 @@ class Group:
             chan = self._transport(node).open_session(timeout=self.connect_timeout)
             with self._lock:
                 self._active.add(node.name)
-            chan.exec_command(wrap_command(node, command))
+            chan.exec_command(wrap_command(node, command, self.tied))
             if stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
@@ -519,7 +544,7 @@ class Group:
 
         node = self.info.node(node_name)
         chan = self._transport(node).open_session(timeout=self.connect_timeout)
-        chan.exec_command(wrap_command(node, command))
+        chan.exec_command(wrap_command(node, command, self.tied))
         deadline = time.monotonic() + timeout
         seen = b""
         while ready.encode() not in seen:
@@ -570,13 +595,21 @@ class Group:
         """Renew the node-side lease: every node removes itself at min(expiry, `until`).
 
         Runs on its own threads over the open connections (the group's workers may all be
-        busy with the job); node -> None, or why it failed.
+        busy with the job); node -> None, or why it failed. HostsNotOurs, writing nothing, on
+        machines whose provider does not allow a lease (the rule in provision.Provider).
         """
+        self._allowed(LEASE)
         return self._on_every_node(lease_command(until), timeout)
 
     def write_expiry(self, expires_at: float, timeout: float = 20.0) -> dict[str, str | None]:
-        """Move every node's hard expiry (`gpufleet extend`); node -> None, or why it failed."""
+        """Move every node's hard expiry (`gpufleet extend`); node -> None, or why it failed.
+        HostsNotOurs, writing nothing, where the provider does not allow it."""
+        self._allowed(EXPIRY)
         return self._on_every_node(expiry_command(expires_at), timeout)
+
+    def _allowed(self, what: str) -> None:
+        if what not in self.may_write:
+            raise HostsNotOurs(self.info.name, self.info.cloud, what)
 
     def _on_every_node(self, cmd: str, timeout: float) -> dict[str, str | None]:
         # A provider whose nodes are slow by nature (--cloud vm under TCG) says so in its record.

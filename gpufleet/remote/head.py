@@ -1,7 +1,7 @@
 """The head as the cluster's relay: one kept OpenSSH connection to it, and its keys to the workers.
 
 Sync and tree-mode exec both hand the head the cluster key and the workers' pinned host
-keys (HEAD_KEYS, beside its workdir), so the head reaches the workers over the cluster
+keys (HEAD_KEYS, in its workdir), so the head reaches the workers over the cluster
 network, through one persistent OpenSSH connection per worker that it keeps.
 """
 
@@ -18,8 +18,10 @@ from typing import Any
 
 from gpufleet.remote import knownhosts, sshopts
 
-# Where the head keeps the cluster key and the workers' pinned host keys, beside its workdir.
-HEAD_KEYS = "../.gpufleet-ssh"
+# Where the head keeps the cluster key and the workers' pinned host keys: in its workdir's run
+# folder (sync.RUNS_DIR, which no rsync of the workdir sends or deletes), never beside the
+# workdir: on hosts gpufleet did not create, nothing may be left outside it.
+HEAD_KEYS = ".gpufleet/ssh"
 MUX_PERSIST_S = 300
 
 
@@ -83,11 +85,12 @@ def worker_rows(info: Any) -> list[str]:
     return rows
 
 
-# On the head: the keys it was handed, and one persistent OpenSSH connection per worker
-# (a socket path must stay under ~104 bytes, hence /tmp when the keys folder is deep).
+# On the head: the keys it was handed, and one persistent OpenSSH connection per worker. A
+# socket path must stay under ~104 bytes: when the keys folder is deep, the path relative to
+# the workdir (where every head command runs, and OpenSSH takes it as given), never /tmp.
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
-    'if [ ${#K} -lt 50 ]; then CP="$K/m-%C"; else CP="/tmp/gpufleet-$(id -u)-%C"; fi',
+    f'if [ ${{#K}} -lt 50 ]; then CP="$K/m-%C"; else CP="{HEAD_KEYS}/m-%C"; fi',
     'RSH="ssh -F /dev/null -i $K/id_ed25519 '
     + " ".join(sshopts.as_args(sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT))
     + f' -o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
@@ -117,6 +120,28 @@ def prepare_script(info: Any, *, warm: bool = True, require_rsync: bool = True) 
             "",
         ]
     )
+
+
+# Undoes what the head was handed, in its workdir: its worker connections exit and the keys go
+# (on hosts the user has, the key is the user's own).
+RELAY_CLEANUP = (
+    f'for s in {HEAD_KEYS}/m-*; do [ -S "$s" ] && '
+    'ssh -F /dev/null -o ControlPath="$s" -O exit gpufleet </dev/null >/dev/null 2>&1; '
+    f"done; rm -rf {HEAD_KEYS}"
+)
+
+
+def remove_relay(info: Any, timeout: float = 10.0) -> str | None:
+    """Run RELAY_CLEANUP on the head; None, or why it could not (best effort)."""
+    from gpufleet.remote import Group
+
+    try:
+        with Group(info, [info.nodes[0].name], connect_timeout=timeout) as g:
+            g.wait_ready(timeout)
+            r = g.run(RELAY_CLEANUP, check=False, timeout=timeout)[info.nodes[0].name]
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return None if r.ok else (r.error or f"exit {r.exit_code}")
 
 
 def head_files(info: Any) -> dict[str, bytes | str]:

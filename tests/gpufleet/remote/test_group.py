@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -213,3 +215,55 @@ def test_output_that_arrives_after_the_exit_status_is_kept():
         os.close(w)
     assert seen == ["err"]
     assert err.close().strip() == "err"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_tied_command_keeps_its_output_and_exit_code(tmp_path, shell):
+    node = NodeInfo(name="node-0", private_ip="a", public_ip="a", workdir=str(tmp_path / "w"))
+    r = subprocess.run(
+        [shell, "-c", wrap_command(node, "pwd; echo err >&2; exit 3 # a comment", tied=True)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 3 and r.stderr == "err\n"
+    assert r.stdout.splitlines()[1:] == [str(tmp_path / "w")]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the watcher reads /proc")
+def test_a_tied_command_ends_with_its_session(tmp_path):
+    """sshd leaves a session's processes running when the client's connection drops (no pty,
+    no SIGHUP; seen on the sandbox's OpenSSH after kill -9 of the client): their shell is only
+    re-parented. Here the session's sshd is a parent process killed with SIGKILL."""
+    import time
+
+    node = NodeInfo(name="node-0", private_ip="a", public_ip="a", workdir=str(tmp_path))
+    session = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen(['sh', '-c', sys.argv[1]], start_new_session=True, "
+        "stdout=subprocess.DEVNULL); print(p.pid, flush=True); time.sleep(60)"
+    )
+    wrapped = wrap_command(node, "sleep 60 & sleep 60; wait", tied=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", session, wrapped], stdout=subprocess.PIPE, text=True
+    )
+    pgid = int(parent.stdout.readline())
+    try:
+        time.sleep(1.5)  # the watcher has read its parent
+        assert os.killpg(pgid, 0) is None  # the command runs while its session lives
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20  # a second's poll, then TERM
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)
+    finally:
+        parent.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, 9)
