@@ -35,7 +35,8 @@ MOMENTS = {
     "teardown": r"tearing down",
 }
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129, "SIGKILL": None}
-FAULTS = {"rank-fails": 3, "node-killed": 5, "node-hung": 5}
+# A failed rank is exit 1 (its own code, 3, is in the message): gpufleet passes no job code through.
+FAULTS = {"rank-fails": 1, "node-killed": 5, "node-hung": 5}
 
 
 @dataclass
