@@ -56,7 +56,11 @@ def edit_one(root: Path, tag: str) -> None:
 
 
 def count_files(d: Path) -> int:
-    return sum(len(fs) for _, _, fs in os.walk(d)) if d.is_dir() else 0
+    """The user's files in a node folder: gpufleet's own .gpufleet/ (run folders, and on the
+    head the relay keys to the workers) is not part of what was synced."""
+    if not d.is_dir():
+        return 0
+    return sum(len(fs) for root, _, fs in os.walk(d) if ".gpufleet" not in Path(root).parts)
 
 
 def rsync_bytes(outdir: Path) -> int:
