@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gpufleet.components.exitcodes import ExitCode
+
 _FLEETS = {
     "aws": "gpufleet.components.aws",
     "gcp": "gpufleet.components.gcp",
@@ -18,7 +20,9 @@ def fleet_class(cloud: str) -> Any:
         from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(
-            f"cloud {cloud!r} has no Pulumi component", hint="use aws, gcp or azure", exit_code=2
+            f"cloud {cloud!r} has no Pulumi component",
+            hint="use aws, gcp or azure",
+            exit_code=ExitCode.USAGE,
         )
     from gpufleet.components.errors import cloud_sdk
 
@@ -100,7 +104,9 @@ def bake_class(cloud: str) -> Any:
         from gpufleet.components.errors import GpufleetError
 
         raise GpufleetError(
-            f"cloud {cloud!r} has no image bake", hint="use aws, gcp or azure", exit_code=2
+            f"cloud {cloud!r} has no image bake",
+            hint="use aws, gcp or azure",
+            exit_code=ExitCode.USAGE,
         )
     from gpufleet.components.errors import cloud_sdk
 

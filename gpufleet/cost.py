@@ -6,13 +6,14 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from gpufleet.components.errors import GpufleetError
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class OverBudget(GpufleetError):
     """--max-cost is below what the cluster costs at its TTL (or its price is unknown)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, limit: float, total: float | None, why: str):
         super().__init__(

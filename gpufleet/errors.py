@@ -292,12 +292,12 @@ class ExtendFailed(GpufleetError):
 class HostsNotOurs(GpufleetError):
     """A write gpufleet refuses on machines it did not create (the provider's `may_write`)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, name: str, cloud: str, what: str):
         super().__init__(
-            f"cluster {name!r} (cloud={cloud}) is machines gpufleet did not create: "
-            f"it writes no {what} on them",
+            f"cluster {name!r} (cloud={cloud}) is hosts you own, not machines gpufleet "
+            f"created: it writes no {what} there",
             hint="nothing of gpufleet expires on your own hosts; `gpufleet down` only forgets them",
         )
         self.name, self.cloud, self.what = name, cloud, what

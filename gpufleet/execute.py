@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from gpufleet.components.exitcodes import ExitCode
+
 
 def run_exec(
     info: Any,
@@ -28,7 +30,9 @@ def run_exec(
 
         if timeout is not None:
             raise GpufleetError(
-                "--timeout is not supported with --tree", hint="drop one of the two", exit_code=2
+                "--timeout is not supported with --tree",
+                hint="drop one of the two",
+                exit_code=ExitCode.USAGE,
             )
         results = run_tree(info, cmd, nodes or None, stream)
     elif holder.enabled():
@@ -73,8 +77,6 @@ def exit_code(results: dict[str, Any]) -> int:
     UNREACHABLE when a node gave no exit status (connection failed or lost), else TIMEOUT
     when --timeout killed the command, else JOB_FAILED when a command exited non-zero.
     """
-    from gpufleet.components.exitcodes import ExitCode
-
     failed = [r for r in results.values() if not r.ok]
     if not failed:
         return ExitCode.OK

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from gpufleet import sshconfig, state
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, HostsNotOurs, StateDamaged
 from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write
@@ -113,7 +114,7 @@ def extend(name: str, minutes: int) -> float:
         raise GpufleetError(
             f"cluster {name!r} (cloud={info.cloud}) cannot be extended from the CLI yet",
             hint="re-create it with a longer --ttl",
-            exit_code=2,  # ExitCode.USAGE: asked of a cloud that cannot
+            exit_code=ExitCode.USAGE,  # asked of a cloud that cannot
         )
     move(info, expires_at)
     # reloaded: first contact with the nodes may have rotated their host keys in the record

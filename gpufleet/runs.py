@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpufleet import state
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.errors import GpufleetError
 
 RECORD = "run.json"
@@ -57,7 +58,7 @@ def run_dir(run_id: str) -> Path:
 
 
 class RunNotFound(GpufleetError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, run_id: str, why: str = "no run"):
         super().__init__(f"{why} {run_id!r}", hint="`gpufleet runs` lists the runs")

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from gpufleet.components.errors import GpufleetError
+from gpufleet.components.exitcodes import ExitCode
 
 MARK = "# added by `gpufleet ssh-config --install` (`--uninstall` removes it): gpufleet's clusters"
 # Where a config line's keyword ends: OpenSSH takes `Keyword value` and `Keyword=value`.
@@ -19,7 +20,7 @@ _KEYWORD = re.compile(r"\s*([A-Za-z]+)\s*(?:=\s*|\s+|$)(.*)")
 class SshConfigError(GpufleetError):
     """~/.ssh/config could not be read or written; nothing was changed."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def __init__(self, path: Path, why: str):
         super().__init__(

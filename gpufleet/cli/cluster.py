@@ -275,6 +275,7 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
     import sys
 
     from gpufleet import ops
+    from gpufleet.components.exitcodes import ExitCode
     from gpufleet.errors import GpufleetError
     from gpufleet.provision import pulumi
 
@@ -294,7 +295,7 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
             raise GpufleetError(
                 f"{len(stale)} cloud stacks to destroy; not asked on a non-terminal",
                 hint="pass --yes to remove them, or --dry-run to only list them",
-                exit_code=2,  # ExitCode.USAGE: a flag is missing
+                exit_code=ExitCode.USAGE,  # a flag is missing
             )
         typer.confirm(f"destroy {len(stale)} cloud stacks?", abort=True)
     for s, _why in stale:

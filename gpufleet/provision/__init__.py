@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 Progress = Callable[[str], None]
@@ -71,7 +72,9 @@ def for_cloud(cloud: str, **options: object) -> Provisioner:
         from gpufleet.errors import GpufleetError
 
         raise GpufleetError(
-            f"cloud {cloud!r} has no provisioner yet", hint="use --cloud local", exit_code=2
+            f"cloud {cloud!r} has no provisioner yet",
+            hint="use --cloud local",
+            exit_code=ExitCode.USAGE,
         )
     cls = getattr(importlib.import_module(p.module), p.cls)
     return cls(**options) if p.takes_options else cls()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet import state
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 
@@ -181,7 +182,7 @@ def build(dest: Path, tools: dict[str, str]) -> None:
         raise GpufleetError(
             "building the VM base image needs root (debootstrap, file ownership in the image)",
             hint="run the first `--cloud vm` command once as root; the image is then cached",
-            exit_code=2,  # ExitCode.USAGE: a setup the user must change
+            exit_code=ExitCode.USAGE,  # a setup the user must change
         )
     log = dest / "build.log"
     root = dest / "rootfs"

@@ -12,6 +12,7 @@ import shlex
 import time
 from typing import Any
 
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.errors import GpufleetError, HostResult
 from gpufleet.remote import head as relay
 
@@ -102,7 +103,7 @@ def run_tree(
         raise GpufleetError(
             f"no node {unknown[0]!r} in cluster {info.name!r}",
             hint="nodes are " + ", ".join(sorted(known)),
-            exit_code=2,  # bad input (ExitCode.USAGE)
+            exit_code=ExitCode.USAGE,  # bad input
         )
     control = relay.control_path(state.cluster_dir(info.name))
     # One round trip: the head gets its keys on stdin, then runs the fan-out.
