@@ -113,17 +113,19 @@ def request(
             elif msg[0] == "r":
                 return {n: HostResult(**r) for n, r in msg[1].items()}
             elif msg[0] == "e":  # the holder could not serve this (e.g. unknown node)
-                raise _error(msg[1])
+                raise _error(*msg[1:])
         if not started:
             return None  # it went away before taking the request: connect afresh
         now = time.time()
         return {n: HostResult(n, None, "", "", "connection holder exited", now, now) for n in nodes}
 
 
-def _error(text: str) -> Exception:
+def _error(text: str, hint: str | None = None, exit_code: int | None = None) -> Exception:
+    """The holder's refusal as a GpufleetError with the message, fix and exit code the holder
+    saw (an unknown node is bad input, 2, as on every other path)."""
     from gpufleet.errors import GpufleetError
 
-    return GpufleetError(text)
+    return GpufleetError(text, hint=hint, exit_code=exit_code)
 
 
 def stop(name: str, wait_s: float = 3.0) -> None:
@@ -217,7 +219,8 @@ class Holder:
         try:
             sub = self.group.subset(req["nodes"] or [n.name for n in self.info.nodes])
         except Exception as e:
-            _send(conn, ["e", str(e)])
+            # the error as the client raises it: its message, fix and exit code
+            _send(conn, ["e", str(e), getattr(e, "hint", None), getattr(e, "exit_code", None)])
             return
         out_lock = threading.Lock()
         done = threading.Event()

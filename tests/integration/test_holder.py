@@ -54,6 +54,10 @@ def test_warm_exec_reuses_connections_and_keeps_exit_codes(make_sandbox, gpuflee
     only = gpufleet(gpufleet_home, "exec", "t", "--node", "node-2", "--json", "--", "echo", "x")
     doc = json.loads(only.stdout)
     assert {n["name"]: n["stdout"] for n in doc["nodes"]} == {"node-2": "x\n"}
+    # the holder's refusal keeps the exit code and fix a cold exec gives (it exited 8, fixless)
+    unknown = gpufleet(gpufleet_home, "exec", "t", "--node", "node-9", "--", "true")
+    assert unknown.returncode == 2, unknown.stderr
+    assert "has no node 'node-9'" in unknown.stderr and "fix: nodes are node-0" in unknown.stderr
     slow = gpufleet(gpufleet_home, "exec", "t", "--timeout", "1", "--", "sleep", "30")
     assert slow.returncode != 0 and "timed out" in slow.stderr
     assert _accepted(info) == before
