@@ -66,7 +66,8 @@ def gf() -> str:
 
 def destroy(name: str) -> None:
     """Stop everything of one cluster (holder, kept head connection, nodes) and forget it."""
-    from gpufleet import ops, state
+    from gpufleet.clusters import ops
+    from gpufleet.core import state
 
     ops.destroy(state.load(name), quiet)
 
@@ -75,7 +76,7 @@ def destroy(name: str) -> None:
 def bench_home(prefix: str) -> Iterator[Path]:
     """A fresh GPUFLEET_HOME for this run; on exit, also on Ctrl-C, SIGTERM or a failed
     check, every cluster in it is destroyed and the folder removed."""
-    from gpufleet import signals, state
+    from gpufleet.core import signals, state
 
     home = Path(tempfile.mkdtemp(prefix=prefix))
     before = os.environ.get("GPUFLEET_HOME")
@@ -101,8 +102,9 @@ def make_cluster(name: str, n: int, **fields: Any) -> Any:
     The first contact replaces the nodes' bootstrap host keys, so it happens here and not
     inside the first timed run.
     """
-    from gpufleet import ops, state
+    from gpufleet.clusters import ops
     from gpufleet.components.spec import ClusterSpec
+    from gpufleet.core import state
     from gpufleet.remote import Group
 
     info = ops.create(ClusterSpec.from_input({"name": name, "nodes": n, **fields}), quiet)
@@ -113,6 +115,7 @@ def make_cluster(name: str, n: int, **fields: Any) -> Any:
 
 def ssh_config(name: str) -> Path:
     """The OpenSSH config `create` wrote for the cluster (hosts NAME and NAME-node-K)."""
-    from gpufleet import sshconfig, state
+    from gpufleet.core import state
+    from gpufleet.remote import sshconfig
 
     return state.cluster_dir(name) / sshconfig.FILE

@@ -81,7 +81,7 @@ def background_pids(name: str, hosts: Path, cm: str, env: dict) -> dict[str, lis
     gpufleet's holder, OpenSSH's masters, and the ControlMaster that `exec --tree` keeps to
     the head (head.control_path). Call it after the warm-up: that starts the tree's master.
     A missing one ends the benchmark: the tool would silently run cold."""
-    from gpufleet import state
+    from gpufleet.core import state
     from gpufleet.remote import head, holder
 
     masters = {h: master_pid(cm, h, env) for h in hosts.read_text().split()}

@@ -29,7 +29,7 @@ def stop_everything_under(home: Path) -> None:
 
     GPUFLEET_HOME must name `home`: the helpers find a cluster's processes through it.
     """
-    from gpufleet import state
+    from gpufleet.core import state
     from gpufleet.provision import local
     from gpufleet.remote import head, holder
 

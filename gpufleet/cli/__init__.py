@@ -88,7 +88,7 @@ def _eof_is_an_error(command) -> None:
     would print a bare 'Aborted!' for it, and no command may end without saying why."""
     import functools
 
-    from gpufleet.errors import ConnectionClosed
+    from gpufleet.core.errors import ConnectionClosed
 
     callback = command.callback
     if callback is not None:
@@ -123,13 +123,13 @@ def _metavars(command) -> None:
 
 def _fast_exec(args: list[str]) -> int | None:
     """`exec` without typer or pydantic (start-up is most of a small fan-out); None: not handled."""
-    from gpufleet.execute import parse_fast
+    from gpufleet.jobs.exec import parse_fast
 
     parsed = parse_fast(args)
     if parsed is None:
         return None
-    from gpufleet import state
-    from gpufleet.execute import run_exec
+    from gpufleet.core import state
+    from gpufleet.jobs.exec import run_exec
 
     info = state.load_view(parsed["name"])
     return run_exec(
@@ -139,14 +139,14 @@ def _fast_exec(args: list[str]) -> int | None:
 
 def _fast_sync(args: list[str]) -> int | None:
     """`sync` without typer or pydantic: start-up would be most of a no-change sync."""
-    if args[:1] != ["sync"]:  # gpufleet.sync is not imported for the other commands
+    if args[:1] != ["sync"]:  # gpufleet.jobs.sync is not imported for the other commands
         return None
-    from gpufleet.sync import parse_fast
+    from gpufleet.jobs.sync import parse_fast
 
     parsed = parse_fast(args)
     if parsed is None:
         return None
-    from gpufleet import state
+    from gpufleet.core import state
 
     info = state.load_view(parsed["name"])
     run_sync(
@@ -168,7 +168,7 @@ def run_sync(
     from pathlib import Path
 
     from gpufleet.cli.common import print_json, progress
-    from gpufleet.sync import sync
+    from gpufleet.jobs.sync import sync
 
     report = sync(
         info,
@@ -186,8 +186,8 @@ def run_sync(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; GpufleetError becomes 'error: ...' and its exit code (--debug: traceback)."""
-    from gpufleet.errors import ConnectionClosed, GpufleetError
-    from gpufleet.signals import install_handlers
+    from gpufleet.core.errors import ConnectionClosed, GpufleetError
+    from gpufleet.core.signals import install_handlers
 
     # paramiko imports invoke (~60 ms) only for ssh_config `Match exec`, which gpufleet
     # never uses; the CLI's start-up time is on every command's critical path.

@@ -76,8 +76,9 @@ def up(
     On a cloud, the plan summary ($/hour, TTL, total at TTL) is shown and confirmed first on a
     terminal; --yes skips the question, --dry-run stops after it.
     """
-    from gpufleet import cost, ops, validate
     from gpufleet.cli import documents, spend
+    from gpufleet.clusters import cost, ops
+    from gpufleet.jobs import validate
     from gpufleet.provision.ssh import from_flags
     from gpufleet.remote import Group
 
@@ -144,7 +145,8 @@ def _age(epoch: float | None) -> str:
 
 def _recorded(name: str) -> tuple[object | None, object | None]:
     """(ClusterInfo, Estimate) of a recorded cluster; (None, None) when unreadable."""
-    from gpufleet import cost, state
+    from gpufleet.clusters import cost
+    from gpufleet.core import state
 
     try:
         info = state.load(name)
@@ -172,8 +174,9 @@ def down(
     """
     import sys
 
-    from gpufleet import ops, state
-    from gpufleet.errors import GpufleetError
+    from gpufleet.clusters import ops
+    from gpufleet.core import state
+    from gpufleet.core.errors import GpufleetError
 
     targets = state.names() if all_ else list(dict.fromkeys(names))
     if not targets:
@@ -212,7 +215,7 @@ def extend(
     duration: Annotated[str, typer.Argument(help="new expiry from now, e.g. 2h")],
 ) -> None:
     """Move a kept cluster's expiry to DURATION from now."""
-    from gpufleet import ops
+    from gpufleet.clusters import ops
 
     minutes = parse_ttl(duration)
     if minutes == 0:
@@ -233,8 +236,9 @@ def sweep(
     """Remove what no live gpufleet owns: clusters of dead `run`s, damaged records, sandbox
     processes whose cluster is gone, and cloud stacks in the Pulumi backend that are expired
     or that no live CLI here owns (asked on a terminal; --yes for scripts)."""
-    from gpufleet import ops, state
-    from gpufleet.errors import StateDamaged
+    from gpufleet.clusters import ops
+    from gpufleet.core import state
+    from gpufleet.core.errors import StateDamaged
     from gpufleet.provision.local import stray_processes, terminate
 
     found = 0
@@ -274,9 +278,9 @@ def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[st
     """The cloud half of `sweep`: stale stacks in the backend; how many were found."""
     import sys
 
-    from gpufleet import ops
+    from gpufleet.clusters import ops
     from gpufleet.components.exitcodes import ExitCode
-    from gpufleet.errors import GpufleetError
+    from gpufleet.core.errors import GpufleetError
     from gpufleet.provision import pulumi
 
     if not pulumi.may_hold_stacks(backend):
@@ -310,8 +314,8 @@ def status(
     ] = False,
 ) -> None:
     """Show a cluster: type, expiry, $/hour, and whether each node is running."""
-    from gpufleet import state
     from gpufleet.cli import documents
+    from gpufleet.core import state
     from gpufleet.provision import for_cloud
 
     info, est = _recorded(name)
@@ -357,8 +361,8 @@ def list_clusters(
     ] = False,
 ) -> None:
     """List recorded clusters: cloud, state, age, expiry, nodes, type, $/hour."""
-    from gpufleet import state
     from gpufleet.cli import documents
+    from gpufleet.core import state
 
     docs = []
     for name in state.names():

@@ -72,7 +72,7 @@ def _cluster_help(path: Path) -> str:
 @_quiet
 def clusters(ctx: typer.Context, incomplete: str) -> Items:
     """Recorded clusters, less those already named on the line (`down a b <TAB>`)."""
-    from gpufleet import state
+    from gpufleet.core import state
 
     named = set(ctx.params.get("names") or ())
     root = state.home() / "clusters"
@@ -86,7 +86,7 @@ def clusters(ctx: typer.Context, incomplete: str) -> Items:
 @_quiet
 def nodes(ctx: typer.Context, incomplete: str) -> Items:
     """Nodes of the cluster named before (`ssh t <TAB>`, `exec t --node <TAB>`)."""
-    from gpufleet import state
+    from gpufleet.core import state
 
     # Before an option's value (`--node <TAB>`), click stops parsing: the words are left
     # unparsed in ctx.args, the cluster name first among them.
@@ -105,7 +105,7 @@ def nodes(ctx: typer.Context, incomplete: str) -> Items:
 @_quiet
 def run_ids(incomplete: str) -> Items:
     """Recorded runs: `<id>` with its status, cluster and command."""
-    from gpufleet import runs
+    from gpufleet.jobs import runs
 
     out = []
     root = runs.runs_dir()

@@ -28,9 +28,10 @@ def health(
     Exit codes: 0 healthy, 5 a node failed its checks, 4 a node did not answer SSH,
     2 bad input (unknown cluster, bad --sizes).
     """
-    from gpufleet import health as h
-    from gpufleet import state, validate
     from gpufleet.cli import documents
+    from gpufleet.core import state
+    from gpufleet.jobs import health as h
+    from gpufleet.jobs import validate
 
     if sizes is not None and not fabric:
         raise typer.BadParameter("--sizes applies to the probe: add --fabric", param_hint="--sizes")

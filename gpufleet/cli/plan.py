@@ -31,8 +31,8 @@ def plan(
     """Every resource a stack would register, and the fleet's $/hour; no credentials needed."""
     from gpufleet.cli.common import progress
     from gpufleet.cli.documents import envelope
+    from gpufleet.clusters.plan import plan_stack
     from gpufleet.components.stackconfig import stack_file
-    from gpufleet.plan import plan_stack
 
     doc = plan_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")

@@ -36,8 +36,8 @@ def exec_(
     Exits 1 when the command failed on a node (each node's own code is printed, and in
     --json), 4 when a node did not answer, 124 when --timeout ran out.
     """
-    from gpufleet import state
-    from gpufleet.execute import run_exec
+    from gpufleet.core import state
+    from gpufleet.jobs.exec import run_exec
 
     code = run_exec(state.load(name), command, node, timeout, as_json, tree)
     if code:
@@ -64,8 +64,8 @@ def hostfile(
 ) -> None:
     """Print a hostfile for the cluster, head first: private addresses (or --aliases),
     slots = GPUs (at least 1); --format env prints shell variables instead."""
-    from gpufleet import hostfile as hf
-    from gpufleet import state
+    from gpufleet.core import state
+    from gpufleet.jobs import hostfile as hf
 
     sys.stdout.write(hf.render(state.load(name), fmt, aliases=aliases))
 
@@ -83,21 +83,21 @@ def ssh(
     import os
     import shutil
 
-    from gpufleet import state
-    from gpufleet.errors import MissingTool
+    from gpufleet.core import state
+    from gpufleet.core.errors import MissingTool
 
     info = state.load(name)
     n = info.node(node)
     ssh_bin = shutil.which("ssh")
     if not ssh_bin:
         raise MissingTool("ssh", "install OpenSSH's client: `sudo apt-get install openssh-client`")
-    from gpufleet import sshconfig
+    from gpufleet.remote import sshconfig
 
     # The cluster's own config (create wrote it; `ssh-config --control-persist` may have
     # added connection reuse): a worker is reached through the head as `ssh -F` does.
     cfg = state.cluster_dir(name) / sshconfig.FILE
     if not cfg.is_file():
-        from gpufleet.ops import write_ssh_config
+        from gpufleet.clusters.ops import write_ssh_config
 
         cfg = write_ssh_config(info)
     args = ["ssh", "-F", str(cfg), sshconfig.alias(info, n), *(command or [])]
@@ -136,7 +136,8 @@ def ssh_config(
     by `down`); `gpufleet ssh-config --install` includes them all at the top of ~/.ssh/config,
     so `ssh t-node-1`, scp, rsync and VS Code see every cluster.
     """
-    from gpufleet import sshconfig, state
+    from gpufleet.core import state
+    from gpufleet.remote import sshconfig
 
     if include or install or uninstall:
         if include + install + uninstall > 1 or name is not None or control_persist:
@@ -147,8 +148,8 @@ def ssh_config(
         if include:
             typer.echo(line)
             return
-        from gpufleet import sshinclude
         from gpufleet.cli.common import progress
+        from gpufleet.remote import sshinclude
 
         progress((sshinclude.install if install else sshinclude.uninstall)(line))
         return
@@ -156,7 +157,7 @@ def ssh_config(
         raise typer.BadParameter("name a cluster, or pass --include or --install")
     info = state.load(name)
     if control_persist:
-        from gpufleet.ops import write_ssh_config
+        from gpufleet.clusters.ops import write_ssh_config
 
         write_ssh_config(info, control_persist)
     sys.stdout.write(sshconfig.render(info, control_persist=control_persist))

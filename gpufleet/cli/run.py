@@ -129,8 +129,8 @@ def run(
     SIGHUP (a closed terminal); `gpufleet --help` lists every code.
     """
     from gpufleet.cli.cluster import spec_from_flags
-    from gpufleet.job import JobRequest
-    from gpufleet.launch import LAUNCHERS, LaunchOptions
+    from gpufleet.jobs.launch import LAUNCHERS, LaunchOptions
+    from gpufleet.jobs.run import JobRequest
 
     if launcher not in LAUNCHERS:
         raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
@@ -140,8 +140,9 @@ def run(
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    from gpufleet import state, validate
     from gpufleet.components.spec import PULUMI_CLOUDS
+    from gpufleet.core import state
+    from gpufleet.jobs import validate
     from gpufleet.provision.ssh import from_flags
 
     cloud = validate.cloud_name(cloud)
@@ -177,7 +178,7 @@ def run(
         env=parse_pairs(env, "env"),
     )
     timeout_s = _timeout(timeout) if timeout else None
-    from gpufleet import cost
+    from gpufleet.clusters import cost
 
     if spec is not None:
         from gpufleet.cli import spend
@@ -211,7 +212,7 @@ def run(
     usd_per_hour = est.usd_per_hour if est is not None else None
     gate = None
     if health_gate:
-        from gpufleet.health import gate_hook
+        from gpufleet.jobs.health import gate_hook
 
         gate = gate_hook
     req = JobRequest(
@@ -236,11 +237,11 @@ def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False
     """run_job, with its record and merged log kept under $GPUFLEET_HOME/runs/<id>/."""
     import time
 
-    from gpufleet import deadline
-    from gpufleet import runs as runlog
-    from gpufleet.errors import ConnectionClosed, GpufleetError, JobFailed
-    from gpufleet.job import run_job
-    from gpufleet.signals import Interrupted
+    from gpufleet.core import deadline
+    from gpufleet.core.errors import ConnectionClosed, GpufleetError, JobFailed
+    from gpufleet.core.signals import Interrupted
+    from gpufleet.jobs import runs as runlog
+    from gpufleet.jobs.run import run_job
 
     rec = runlog.RunRecord(
         id=req.launch.run_id,

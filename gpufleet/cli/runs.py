@@ -16,7 +16,7 @@ def runs(
     ] = False,
 ) -> None:
     """List runs: id, status, start, end, exit code, nodes, cluster, estimated cost."""
-    from gpufleet import runs as r
+    from gpufleet.jobs import runs as r
 
     found = r.all_runs()
     if as_json:
@@ -47,7 +47,7 @@ def logs(
     node: Annotated[str | None, typer.Option(help="only this node's lines, e.g. node-1")] = None,
 ) -> None:
     """Print a past or running job's output, `[node-K]` prefixed, as `run` printed it."""
-    from gpufleet import runs as r
+    from gpufleet.jobs import runs as r
 
     if follow:
         r.follow(run_id, typer.echo, node)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.pulumicli import PINNED  # stdlib and state only: --help stays fast
+from gpufleet.provision.pulumicli import PINNED  # stdlib and state only: --help stays fast
 
 setup_app = typer.Typer(help="Install what cloud runs need.", no_args_is_help=True)
 
@@ -21,7 +21,7 @@ def pulumi(
     import sys
 
     from gpufleet.cli.common import ask, progress
-    from gpufleet.pulumicli import install, install_root
+    from gpufleet.provision.pulumicli import install, install_root
 
     root = install_root()
     if not yes and sys.stdin.isatty() and not ask(f"Install Pulumi CLI {PINNED} into {root}?"):

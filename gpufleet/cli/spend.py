@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from gpufleet import cost
 from gpufleet.cli.common import ask
+from gpufleet.clusters import cost
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
@@ -68,9 +68,9 @@ def gate(
 
 def ensure_pulumi(yes: bool) -> None:
     """First cloud use without the Pulumi CLI: install the pinned one (--yes, or asked)."""
-    from gpufleet import pulumicli
     from gpufleet.cli.common import progress
-    from gpufleet.errors import MissingTool
+    from gpufleet.core.errors import MissingTool
+    from gpufleet.provision import pulumicli
     from gpufleet.provision.pulumi import find_pulumi
 
     try:

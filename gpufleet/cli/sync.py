@@ -34,8 +34,8 @@ def sync_(
 ) -> None:
     """Mirror WORKDIR into each node's workdir: this machine uploads to the head only, the
     head copies to the workers; files the directory no longer has are removed there."""
-    from gpufleet import state
     from gpufleet.cli import run_sync
+    from gpufleet.core import state
 
     if method not in ("auto", "rsync", "paramiko"):
         raise typer.BadParameter("use auto, rsync or paramiko", param_hint="--sync-method")

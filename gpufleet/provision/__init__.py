@@ -69,7 +69,7 @@ def for_cloud(cloud: str, **options: object) -> Provisioner:
     """The provisioner for a cloud: the one place that picks by cloud name (PROVIDERS)."""
     p = PROVIDERS.get(cloud)
     if p is None:
-        from gpufleet.errors import GpufleetError
+        from gpufleet.core.errors import GpufleetError
 
         raise GpufleetError(
             f"cloud {cloud!r} has no provisioner yet",

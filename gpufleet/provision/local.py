@@ -28,12 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet import state
 from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
-from gpufleet.errors import GpufleetError, MissingTool
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 from gpufleet.remote import knownhosts
-from gpufleet.sshkeys import generate_ed25519
+from gpufleet.remote.sshkeys import generate_ed25519
 
 SSHD_INSTALL = (
     "install OpenSSH's server: `sudo apt-get install openssh-server` (Debian/Ubuntu), "

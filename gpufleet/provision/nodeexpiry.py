@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpufleet.components.spec import ClusterInfo
-from gpufleet.errors import ExtendFailed
+from gpufleet.core.errors import ExtendFailed
 
 CONNECT_S = 60.0
 

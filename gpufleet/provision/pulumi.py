@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet import state
 from gpufleet.components.contract import cluster_info_from_outputs
 from gpufleet.components.errors import SpecError
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
-from gpufleet.errors import GpufleetError, MissingTool
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 
 PROJECT = "gpufleet"
@@ -27,7 +27,7 @@ WHOAMI_URL = "https://checkip.amazonaws.com"
 
 def find_pulumi() -> str:
     """The pulumi CLI: `gpufleet setup pulumi`'s, on PATH, or its installer's; else MissingTool."""
-    from gpufleet import pulumicli
+    from gpufleet.provision import pulumicli
 
     ours = pulumicli.installed()
     if ours:  # first on PATH, so the Automation API runs the pinned CLI
@@ -282,7 +282,7 @@ class PulumiProvisioner:
         the VMs earlier (GCP's terminationTime).
         """
         from gpufleet.components.registry import refuse_extension
-        from gpufleet.errors import ExtendRefused
+        from gpufleet.core.errors import ExtendRefused
         from gpufleet.provision.nodeexpiry import write_node_expiry
 
         created = info.provider.get("created_expires_at") or info.expires_at

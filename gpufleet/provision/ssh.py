@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet import state
 from gpufleet.components.errors import SpecError
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
-from gpufleet.errors import GpufleetError
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress
 
 HOST_KEY_TYPE = "ssh-ed25519"  # the one type gpufleet pins and its ssh config accepts

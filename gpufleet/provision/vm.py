@@ -21,9 +21,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpufleet import state
 from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
-from gpufleet.errors import GpufleetError
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress
 from gpufleet.provision.local import (
     _alive,
@@ -42,7 +42,7 @@ from gpufleet.provision.vmimage import (
     require_tools,
 )
 from gpufleet.remote import knownhosts
-from gpufleet.sshkeys import generate_ed25519
+from gpufleet.remote.sshkeys import generate_ed25519
 
 PRIVATE_NET = "10.77.0"  # /24; node K is .(K+10)
 PUBLIC_GUEST_IP = "10.0.2.15"  # QEMU user-mode networking's guest address

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import state
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.errors import GpufleetError, MissingTool
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress
 
 SUITE = "bookworm"

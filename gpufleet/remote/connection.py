@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
-from gpufleet.errors import HostKeyMismatch
+from gpufleet.core.errors import HostKeyMismatch
 from gpufleet.remote.knownhosts import host_entry, private_port
 
 if TYPE_CHECKING:

@@ -12,10 +12,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import GroupError, HostKeyMismatch, HostResult, HostsNotOurs, SSHUnreachable
+from gpufleet.core.errors import (
+    GroupError,
+    HostKeyMismatch,
+    HostResult,
+    HostsNotOurs,
+    SSHUnreachable,
+)
+from gpufleet.core.signals import held, start_threads
 from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.remote import knownhosts
-from gpufleet.signals import held, start_threads
 
 if TYPE_CHECKING:
     from gpufleet.components.spec import ClusterInfo, NodeInfo
@@ -273,7 +279,7 @@ class Group:
             and HOST_KEY in self.may_write
             and any(getattr(n, "bootstrap_host_key", False) for n in self.nodes)
         ):
-            from gpufleet import state
+            from gpufleet.core import state
             from gpufleet.remote.hostkeys import replace_bootstrap_keys
 
             replace_bootstrap_keys(self, state.save)
@@ -301,7 +307,7 @@ class Group:
     ) -> None:
         """Attempts run in daemon threads and the caller polls, so Ctrl-C/SIGTERM in the
         main thread take effect at once; close() ends the attempts."""
-        from gpufleet.errors import NodeRefused
+        from gpufleet.core.errors import NodeRefused
 
         deadline = time.monotonic() + timeout
         results: dict[str, str | None | BaseException] = {}
@@ -540,7 +546,7 @@ class Group:
         The command is meant to run until its stdin closes: closing the channel (or losing
         the connection) ends it.
         """
-        from gpufleet.errors import GpufleetError
+        from gpufleet.core.errors import GpufleetError
 
         node = self.info.node(node_name)
         chan = self._transport(node).open_session(timeout=self.connect_timeout)

@@ -166,7 +166,7 @@ def stop_mux(info: Any) -> None:
     """Close the kept connection to the head, if any (`down` calls this)."""
     import shutil
 
-    from gpufleet import state
+    from gpufleet.core import state
 
     control = control_path(state.cluster_dir(info.name))
     if control is None or not Path(control).exists() or not shutil.which("ssh"):

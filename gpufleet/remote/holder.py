@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet import state
-from gpufleet.errors import HostResult
+from gpufleet.core import state
+from gpufleet.core.errors import HostResult
 
 IDLE_S = 900.0
 CHECK_S = 1.0
@@ -123,7 +123,7 @@ def request(
 def _error(text: str, hint: str | None = None, exit_code: int | None = None) -> Exception:
     """The holder's refusal as a GpufleetError with the message, fix and exit code the holder
     saw (an unknown node is bad input, 2, as on every other path)."""
-    from gpufleet.errors import GpufleetError
+    from gpufleet.core.errors import GpufleetError
 
     return GpufleetError(text, hint=hint, exit_code=exit_code)
 

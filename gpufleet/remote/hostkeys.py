@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import GpufleetError
+from gpufleet.core.errors import GpufleetError
 
 if TYPE_CHECKING:
     from gpufleet.components.spec import HostKeyRotation

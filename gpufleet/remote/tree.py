@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.errors import GpufleetError, HostResult
+from gpufleet.core.errors import GpufleetError, HostResult
 from gpufleet.remote import head as relay
 
 MARK = "__GPUFLEET_TREE__ "
@@ -95,7 +95,7 @@ def run_tree(
     info: Any, command: str, nodes: list[str] | None = None, stream: Any = None
 ) -> dict[str, HostResult]:
     """Run `command` on `nodes` (default all) through the head: node -> HostResult."""
-    from gpufleet import state
+    from gpufleet.core import state
 
     names = nodes or [n.name for n in info.nodes]
     known = {n.name for n in info.nodes}

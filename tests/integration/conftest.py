@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import ops, state
+from gpufleet.clusters import ops
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.core import state
 from gpufleet.provision.local import find_sshd, sandbox_processes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -107,7 +107,7 @@ def test_a_seal_that_fails_is_an_error(builder):
 
 
 def test_a_host_key_other_than_the_pinned_one_is_never_trusted(builder):
-    from gpufleet.sshkeys import generate_ed25519
+    from gpufleet.remote.sshkeys import generate_ed25519
 
     b, root, _pid = builder
     (root / "var/lib/gpufleet/ready.json").write_text("{}\n")

@@ -20,7 +20,7 @@ from gpufleet.provision.local import (
     terminate,
 )
 from gpufleet.provision.ssh import fingerprint
-from gpufleet.sshkeys import generate_ed25519
+from gpufleet.remote.sshkeys import generate_ed25519
 from tests.integration.conftest import gpufleet, requires_sshd
 
 pytestmark = [requires_sshd, pytest.mark.sandbox]
@@ -208,7 +208,7 @@ def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_h
 
     import yaml
 
-    from gpufleet import state
+    from gpufleet.core import state
     from tests.integration.conftest import ROOT, cli_env, leftovers, run_in_session, sshd_of
 
     lease_s, watch_s = 20, 2.0  # the sandbox watchdog looks every 2 s (local.WATCH_EVERY_S)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from gpufleet import state
+from gpufleet.core import state
 from tests.faults.sandbox import leaks, wait_no_leaks
 from tests.integration.conftest import ROOT, cli_env, gpufleet, requires_sshd
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpufleet import health
+from gpufleet.jobs import health
 from gpufleet.remote import Group
 from tests.integration.conftest import gpufleet, requires_sshd, requires_torch
 

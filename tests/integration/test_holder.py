@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet import state
+from gpufleet.core import state
 from gpufleet.provision.local import folder_processes
 from gpufleet.remote import holder
 from tests.integration.conftest import ROOT, cli_env, gpufleet, leftovers, requires_sshd

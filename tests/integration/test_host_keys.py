@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gpufleet import state
+from gpufleet.core import state
 from gpufleet.remote import Group
-from gpufleet.sshkeys import generate_ed25519
+from gpufleet.remote.sshkeys import generate_ed25519
 from tests.integration.conftest import gpufleet, requires_sshd
 
 pytestmark = requires_sshd

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 import subprocess
 
-from gpufleet import sshconfig, state
-from gpufleet.remote import Group, connection
+from gpufleet.core import state
+from gpufleet.remote import Group, connection, sshconfig
 from tests.integration.conftest import gpufleet, requires_sshd
 
 pytestmark = requires_sshd

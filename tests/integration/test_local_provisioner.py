@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import state
 from gpufleet.components.spec import ClusterSpec
-from gpufleet.errors import ClusterExpired
+from gpufleet.core import state
+from gpufleet.core.errors import ClusterExpired
 from gpufleet.provision.local import LocalProvisioner, _cmdline, start_watchdog
 from tests.integration.conftest import leftovers, requires_sshd, sshd_of
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpufleet.errors import GroupError, SSHUnreachable
+from gpufleet.core.errors import GroupError, SSHUnreachable
 from gpufleet.remote import Group
 from tests.integration.conftest import leftovers, requires_sshd
 

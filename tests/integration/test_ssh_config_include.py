@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gpufleet import sshconfig
+from gpufleet.remote import sshconfig
 from tests.integration.conftest import gpufleet, requires_sshd
 
 pytestmark = [

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gpufleet import sync
+from gpufleet.jobs import sync
 from gpufleet.remote import Group, head
 from tests.integration.conftest import gpufleet, requires_sshd
 
@@ -95,7 +95,8 @@ def test_cli_sync_reports_and_lists_skipped(make_sandbox, gpufleet_home, tmp_pat
 
 
 def test_destroy_closes_the_kept_head_connection(make_sandbox, tmp_path):
-    from gpufleet import ops, state
+    from gpufleet.clusters import ops
+    from gpufleet.core import state
 
     info = make_sandbox("t", 2)
     sync.sync(info, _workdir(tmp_path / "wd"))

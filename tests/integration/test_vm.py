@@ -46,7 +46,7 @@ EXTEND_MIN = 3  # `extend` then moves the expiry about this much later
 CREATE = """
 import json, sys
 from gpufleet.components.spec import ClusterSpec
-from gpufleet import ops
+from gpufleet.clusters import ops
 spec = ClusterSpec.from_input(json.loads(sys.argv[1]))
 ops.create(spec, lambda m: print(m, flush=True), node_env=json.loads(sys.argv[2]))
 """

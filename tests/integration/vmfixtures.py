@@ -14,7 +14,7 @@ from gpufleet.components.spec import ClusterInfo
 
 def vm_skip_reason() -> str | None:
     """Why the VM tests cannot run here, or None."""
-    from gpufleet.errors import MissingTool
+    from gpufleet.core.errors import MissingTool
 
     if os.environ.get("GPUFLEET_VM_TESTS") != "1":
         # `make test` (and so CI) sets it; a bare `pytest` skips the ~25 minutes of TCG boots.

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from gpufleet import state
 from gpufleet.cli import main
+from gpufleet.core import state
 from tests.integration.conftest import gpufleet
 
 BAD_YAML = {

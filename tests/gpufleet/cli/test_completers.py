@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import state
 from gpufleet.cli import completers
-from tests.gpufleet.clusters import cluster
-from tests.gpufleet.test_runs import write_record
+from gpufleet.core import state
+from tests.gpufleet.fakes import cluster
+from tests.gpufleet.jobs.test_runs import write_record
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -143,8 +143,8 @@ def test_the_fixed_lists_are_the_ones_the_commands_accept():
     from gpufleet.cli.run import LAUNCHERS_HELP
     from gpufleet.components import catalog
     from gpufleet.components.spec import CLOUDS
-    from gpufleet.hostfile import FORMATS
-    from gpufleet.launch import LAUNCHERS
+    from gpufleet.jobs.hostfile import FORMATS
+    from gpufleet.jobs.launch import LAUNCHERS
 
     assert tuple(completers.CLOUDS) == CLOUDS
     assert completers.CATALOG_CLOUDS == catalog.CLOUDS

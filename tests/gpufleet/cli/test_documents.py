@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gpufleet.cli import documents
-from gpufleet.sync import SyncReport
+from gpufleet.jobs.sync import SyncReport
 
 
 def test_sync_lists_workers_in_node_order_and_skipped_sorted():
@@ -31,7 +31,7 @@ def validator(kind: str):
 
 
 def test_run_is_the_record_runs_lists_plus_what_run_adds():
-    from gpufleet.runs import RunRecord
+    from gpufleet.jobs.runs import RunRecord
 
     rec = RunRecord("r1", "c", "local", 2, "none", ["true"], 100.0, 160.0, 0, "succeeded", 0.0)
     doc = documents.run(rec, created=True, instance_type=None)
@@ -49,7 +49,7 @@ def test_run_is_the_record_runs_lists_plus_what_run_adds():
 
 
 def test_a_listed_cluster_is_the_cluster_document_without_its_envelope():
-    from tests.gpufleet.clusters import cluster
+    from tests.gpufleet.fakes import cluster
 
     one = documents.cluster(cluster(), usd_per_hour=64.0, region="us-east-1")
     listed = documents.envelope("cluster-list", clusters=[one, documents.incomplete("half")])

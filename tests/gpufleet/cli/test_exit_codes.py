@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from gpufleet import state
 from gpufleet.cli import build_command, main
 from gpufleet.components.exitcodes import ExitCode, help_text, markdown
-from tests.gpufleet.clusters import cluster
+from gpufleet.core import state
+from tests.gpufleet.fakes import cluster
 from tests.integration.conftest import ROOT
 
 USAGE, OK = ExitCode.USAGE, ExitCode.OK
@@ -203,8 +203,8 @@ def test_the_table_is_what_help_shows():
 
 def test_gpufleets_own_codes_are_never_1():
     """1 is the job's failure only: no error class of gpufleet's own defaults to it."""
-    from gpufleet import errors
     from gpufleet.components.errors import GpufleetError
+    from gpufleet.core import errors
 
     own = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception)]
     ones = [c.__name__ for c in own if issubclass(c, GpufleetError) and c.exit_code == 1]

@@ -93,7 +93,7 @@ def test_every_json_option_names_the_schema_of_what_it_prints():
 
 
 def test_runs_help_names_the_columns_the_table_has(gpufleet_home):
-    from tests.gpufleet.test_runs import write_record
+    from tests.gpufleet.jobs.test_runs import write_record
 
     write_record("abc123", status="succeeded", ended_at=1060.0, exit_code=0)
     table = cli("runs", COLUMNS="200").stdout

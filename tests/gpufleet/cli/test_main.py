@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet import job, state
 from gpufleet.cli import main
-from gpufleet.errors import ConnectionClosed
-from tests.gpufleet import clusters
+from gpufleet.core import state
+from gpufleet.core.errors import ConnectionClosed
+from gpufleet.jobs import run as job
+from tests.gpufleet import fakes as clusters
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_an_eof_error_out_of_any_command_says_why(monkeypatch, capsys):
 
 def test_an_eof_error_on_the_fast_exec_path_says_why(recorded_cluster, monkeypatch, capsys):
     """`exec` runs outside click (start-up time); its EOFError is named the same way."""
-    from gpufleet import execute
+    from gpufleet.jobs import exec as execute
 
     def closed(*args, **kwargs):
         raise EOFError("group closed")

@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpufleet import ops, sshconfig, state
-from tests.gpufleet.clusters import cluster
+from gpufleet.clusters import ops
+from gpufleet.core import state
+from gpufleet.remote import sshconfig
+from tests.gpufleet.fakes import cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 

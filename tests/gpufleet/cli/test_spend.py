@@ -71,8 +71,8 @@ def test_no_question_when_stdin_is_not_a_terminal(tmp_path, gpufleet_home):
 
 
 def test_yes_installs_the_pinned_pulumi_on_first_cloud_use(tmp_path, gpufleet_home, monkeypatch):
-    from gpufleet import pulumicli
     from gpufleet.cli import spend
+    from gpufleet.provision import pulumicli
 
     def fake(root: Path, version: str) -> None:
         binary = root / "bin" / "pulumi"

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpufleet import state
 from gpufleet.cli import main
+from gpufleet.core import state
 from gpufleet.provision import pulumi as pp
-from tests.gpufleet.clusters import cluster
+from tests.gpufleet.fakes import cluster
 
 HOUR = 3600
 

@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet import state
 from gpufleet.cli.health import _without_protocol
 from gpufleet.components.spec import ClusterSpec
-from gpufleet.health import PROBE_MARK
-from tests.gpufleet import clusters
+from gpufleet.core import state
+from gpufleet.jobs.health import PROBE_MARK
+from tests.gpufleet import fakes as clusters
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -70,7 +70,7 @@ def test_fabric_probe_protocol_line_is_not_printed():
 
 
 def test_runs_table_is_drawn_like_list(gpufleet_home):
-    from gpufleet import runs
+    from gpufleet.jobs import runs
 
     started = time.time() - 600
     rec = runs.RunRecord(id="r1", cluster="big", cloud="aws", nodes=2, launcher="torchrun",

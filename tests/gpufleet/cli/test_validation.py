@@ -132,9 +132,9 @@ def test_max_cost_on_an_existing_cluster_counts_the_ttl_it_has_left(gpufleet_hom
     region), over what is left of its TTL: what the run can cost if the CLI dies."""
     import time
 
-    from gpufleet import state
     from gpufleet.components.spec import ClusterSpec
-    from tests.gpufleet.clusters import cluster
+    from gpufleet.core import state
+    from tests.gpufleet.fakes import cluster
 
     spec = ClusterSpec.from_input(
         {"name": "t", "cloud": "aws", "instance_type": "p4d.24xlarge", "nodes": 2}

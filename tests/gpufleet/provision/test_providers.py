@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 from gpufleet.components.spec import ClusterInfo, NodeInfo
-from gpufleet.errors import HostsNotOurs
+from gpufleet.core.errors import HostsNotOurs
 from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, NODE_STATE, PROVIDERS, may_write
 from gpufleet.remote.group import Group
 
@@ -75,7 +75,8 @@ def test_machines_gpufleet_created_take_the_lease(monkeypatch, cloud):
 
 
 def test_extend_refuses_byo_hosts_before_contacting_them(monkeypatch):
-    from gpufleet import ops, state
+    from gpufleet.clusters import ops
+    from gpufleet.core import state
 
     state.save(_cluster("ssh"))
     monkeypatch.setattr(Group, "_on_every_node", lambda *a: pytest.fail("contacted a host"))

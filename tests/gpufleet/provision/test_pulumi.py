@@ -318,8 +318,8 @@ HOUR = 3600
 
 
 def cloud_record(cloud: str, created: float) -> None:
-    from gpufleet import state
-    from tests.gpufleet.clusters import cluster
+    from gpufleet.core import state
+    from tests.gpufleet.fakes import cluster
 
     info = cluster(cloud=cloud).model_copy(
         update={
@@ -351,8 +351,8 @@ def test_extend_moves_every_nodes_own_expiry_and_the_record(node_writes, cloud, 
     extension; the stack and its tags keep the creation-time expiry."""
     import time
 
-    from gpufleet import state
     from gpufleet.cli import main
+    from gpufleet.core import state
 
     created = time.time() + HOUR
     cloud_record(cloud, created)
@@ -372,8 +372,8 @@ def test_extend_past_gces_termination_time_is_refused_before_anything_changes(no
     way out, before any node or the record is touched."""
     import time
 
-    from gpufleet import state
     from gpufleet.cli import main
+    from gpufleet.core import state
 
     created = time.time() + HOUR
     cloud_record("gcp", created)
@@ -389,8 +389,8 @@ def test_extend_on_gcp_within_its_termination_time_reaches_the_nodes(node_writes
     VM through the Compute API): moving it there is an extension GCE honours."""
     import time
 
-    from gpufleet import state
     from gpufleet.cli import main
+    from gpufleet.core import state
 
     created = time.time() + 4 * HOUR
     cloud_record("gcp", created)
@@ -406,8 +406,9 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
     say otherwise, and the error names the node and says to run extend again."""
     import time
 
-    from gpufleet import remote, state
+    from gpufleet import remote
     from gpufleet.cli import main
+    from gpufleet.core import state
 
     class HalfGroup:
         def __init__(self, info):

@@ -10,7 +10,7 @@ import pytest
 from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
 from gpufleet.components.errors import SpecError
 from gpufleet.components.spec import ClusterSpec
-from gpufleet.errors import MissingTool
+from gpufleet.core.errors import MissingTool
 from gpufleet.provision import for_cloud, vm, vmimage
 
 
@@ -136,8 +136,8 @@ def test_down_stops_a_qemu_it_never_recorded_and_nothing_else(gpufleet_home, tmp
     import subprocess
     import sys
 
-    from gpufleet import state
     from gpufleet.components.spec import ClusterInfo, NodeInfo
+    from gpufleet.core import state
 
     cdir = state.cluster_dir("c")
     (cdir / "nodes/node-0").mkdir(parents=True)

@@ -90,7 +90,7 @@ def _one_node_cluster(**fields) -> ClusterInfo:
 
 
 def test_group_rejects_unknown_node():
-    from gpufleet.errors import GpufleetError
+    from gpufleet.core.errors import GpufleetError
 
     with pytest.raises(GpufleetError):
         Group(_one_node_cluster(cloud="local"), ["node-9"])

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from gpufleet.components.spec import HostKeyRotation
-from gpufleet.errors import GpufleetError
+from gpufleet.core.errors import GpufleetError
 from gpufleet.remote import hostkeys
 
 needs_keygen = pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="no ssh-keygen")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.runs import RunRecord
+from gpufleet.jobs.runs import RunRecord
 
 
 def record(**kw) -> RunRecord:
@@ -34,7 +34,7 @@ def test_cost_of_an_unpriced_run_is_unknown_and_a_local_one_free():
 def write_record(run_id: str, **kw) -> None:
     import json
 
-    from gpufleet import runs
+    from gpufleet.jobs import runs
 
     runs.run_dir(run_id).mkdir(parents=True)
     data = record(id=run_id, **kw).as_dict()
@@ -45,7 +45,8 @@ def test_a_running_record_whose_pid_was_reused_is_lost(gpufleet_home):
     """Linux reuses PIDs: a live process with the run's PID but another start time is not it."""
     import os
 
-    from gpufleet import runs, state
+    from gpufleet.core import state
+    from gpufleet.jobs import runs
 
     write_record("same", pid=os.getpid())
     write_record("reused", pid=os.getpid(), pid_started=str(int(state.start_time(os.getpid())) - 1))
@@ -58,7 +59,7 @@ def test_records_from_before_start_times_still_load(gpufleet_home):
     import os
     import subprocess
 
-    from gpufleet import runs
+    from gpufleet.jobs import runs
 
     dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout
     for run_id, pid in (("old-live", os.getpid()), ("old-dead", int(dead))):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import pulumicli
-from gpufleet.errors import GpufleetError
+from gpufleet.core.errors import GpufleetError
+from gpufleet.provision import pulumicli
 
 
 def fake_installer(reports: str | None = None):

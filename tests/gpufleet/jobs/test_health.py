@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gpufleet import health
 from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.jobs import health
 
 
 def cluster(cloud="local", it=None, fabric="none") -> ClusterInfo:

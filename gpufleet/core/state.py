@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import ClusterBusy, ClusterExpired, ClusterNotFound, StateDamaged
+from gpufleet.core.errors import ClusterBusy, ClusterExpired, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
     from gpufleet.components.spec import ClusterInfo, ClusterSpec

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import ops, sshconfig, sshinclude, state
-from tests.gpufleet.clusters import cluster
+from gpufleet.clusters import ops
+from gpufleet.core import state
+from gpufleet.remote import sshconfig, sshinclude
+from tests.gpufleet.fakes import cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 USER_CONFIG = """# my hosts
 Host github.com
     User git

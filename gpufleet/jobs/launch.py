@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet import hostfile, sshconfig
 from gpufleet.components.fabric import instance_nccl_env, library_paths
 from gpufleet.components.spec import ClusterInfo
+from gpufleet.jobs import hostfile
+from gpufleet.remote import sshconfig
 
 LAUNCHERS: tuple[str, ...] = ("torchrun", "none", "mpirun", "deepspeed")
 WRAPPER = "rank_wrapper.py"

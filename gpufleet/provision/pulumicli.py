@@ -7,8 +7,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet import state
-from gpufleet.errors import GpufleetError
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError
 
 # The CLI version gpufleet's Automation API code is tested with (the pulumi SDK pinned in
 # the dev environment); `gpufleet setup pulumi` installs exactly this one.

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from gpufleet import signals
+from gpufleet.core import signals
 
 
 def test_sighup_becomes_interrupted_with_exit_129(monkeypatch):

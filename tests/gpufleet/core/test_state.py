@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet import state
 from gpufleet.components.spec import ClusterInfo, NodeInfo
-from gpufleet.errors import ClusterNotFound, GpufleetError
+from gpufleet.core import state
+from gpufleet.core.errors import ClusterNotFound, GpufleetError
 
 
 def info() -> ClusterInfo:
@@ -38,7 +38,7 @@ def test_missing_cluster():
 def test_a_second_lock_on_a_name_is_refused_while_the_first_is_held():
     import pytest
 
-    from gpufleet.errors import ClusterBusy
+    from gpufleet.core.errors import ClusterBusy
 
     with state.lock("n"):
         assert state.locked("n")
@@ -52,7 +52,7 @@ def test_a_second_lock_on_a_name_is_refused_while_the_first_is_held():
 def test_a_damaged_record_is_state_damaged_with_a_fix(gpufleet_home):
     import pytest
 
-    from gpufleet.errors import StateDamaged
+    from gpufleet.core.errors import StateDamaged
 
     d = state.cluster_dir("d")
     d.mkdir(parents=True)

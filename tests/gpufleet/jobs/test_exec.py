@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.execute import parse_fast
+from gpufleet.jobs.exec import parse_fast
 
 
 def test_parses_the_common_forms():
@@ -36,8 +36,8 @@ def test_anything_else_falls_back_to_typer(args):
 
 def test_exit_code_is_gpufleets_never_a_nodes():
     from gpufleet.components.exitcodes import ExitCode
-    from gpufleet.errors import HostResult
-    from gpufleet.execute import exit_code
+    from gpufleet.core.errors import HostResult
+    from gpufleet.jobs.exec import exit_code
 
     def res(*rs: HostResult) -> dict[str, HostResult]:
         return {r.node: r for r in rs}

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet import launch, ops, state, sync
+from gpufleet.clusters import ops
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
-from gpufleet.errors import (
+from gpufleet.core import state
+from gpufleet.core.errors import (
     GpufleetError,
     JobFailed,
     MissingTool,
@@ -20,11 +21,12 @@ from gpufleet.errors import (
     NodeLost,
     SpecError,
 )
-from gpufleet.launch import LaunchOptions
+from gpufleet.core.signals import Interrupted, raise_pending, shielded, start_threads
+from gpufleet.jobs import launch, sync
+from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.provision import LEASE, Progress
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
-from gpufleet.signals import Interrupted, raise_pending, shielded, start_threads
 
 
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves

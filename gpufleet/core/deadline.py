@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from gpufleet.signals import Interrupted, _shielded
+from gpufleet.core.signals import Interrupted, _shielded
 
 EXIT_TIMEOUT = 124  # what timeout(1) exits with, so CI scripts read it the same way
 

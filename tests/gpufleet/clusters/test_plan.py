@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from gpufleet.clusters.plan import plan_stack, price_estimate
 from gpufleet.components.catalog import lookup
-from gpufleet.plan import plan_stack, price_estimate
 
 
 def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():

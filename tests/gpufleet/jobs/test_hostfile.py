@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from gpufleet import hostfile
 from gpufleet.components.errors import SpecError
-from tests.gpufleet.clusters import cluster
+from gpufleet.jobs import hostfile
+from tests.gpufleet.fakes import cluster
 
 
 @pytest.mark.parametrize("fmt", hostfile.FORMATS)

@@ -69,7 +69,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
                 f"${it.price_per_hour:.2f}/node-hour)"
             )
         else:
-            from gpufleet.plan import price_estimate
+            from gpufleet.clusters.plan import price_estimate
 
             # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
             billed = price_estimate(it, spec.nodes, spec.spot)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from types import SimpleNamespace
 
-from gpufleet import sync
+from gpufleet.jobs import sync
 
 
 def _tree(root):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import SyncFailed
+from gpufleet.core.errors import SyncFailed
 from gpufleet.remote.head import (
     HEAD_ENV,
     control_path,
@@ -359,7 +359,7 @@ def _rsync_via_head(
     info: Any, root: Path, sel: Selection, progress: Progress, report: SyncReport
 ) -> list[str]:
     """This machine -> head, head -> workers; returns the nodes still to copy without rsync."""
-    from gpufleet import state
+    from gpufleet.core import state
 
     head = info.nodes[0]
     cdir = state.cluster_dir(info.name)

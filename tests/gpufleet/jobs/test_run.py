@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet import job
-from gpufleet.errors import HostResult, MissingTool, SpecError
-from gpufleet.launch import LaunchOptions
-from tests.gpufleet import clusters
+from gpufleet.core.errors import HostResult, MissingTool, SpecError
+from gpufleet.jobs import run as job
+from gpufleet.jobs.launch import LaunchOptions
+from tests.gpufleet import fakes as clusters
 
 OPTS = LaunchOptions(launcher="mpirun", command=["train.py"], nproc_per_node=1, run_id="r1")
 

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from gpufleet import launch
 from gpufleet.components.fabric import instance_nccl_env
 from gpufleet.components.spec import ClusterInfo
-from gpufleet.launch import LaunchOptions
-from tests.gpufleet import clusters
+from gpufleet.jobs import launch
+from gpufleet.jobs.launch import LaunchOptions
+from tests.gpufleet import fakes as clusters
 
 
 def cluster(fabric: str = "efa", gpus: int = 8, cloud: str = "aws") -> ClusterInfo:

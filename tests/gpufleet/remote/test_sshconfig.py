@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from gpufleet import sshconfig
 from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.remote import sshconfig
 
 
 def info(public_workers: bool = True) -> ClusterInfo:

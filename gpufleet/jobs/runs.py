@@ -9,9 +9,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpufleet import state
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.errors import GpufleetError
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError
 
 RECORD = "run.json"
 LOG = "output.log"  # every node's lines, `[node-K] line`, in arrival order, and progress lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet import cost
+from gpufleet.clusters import cost
 from gpufleet.components.catalog import lookup
 from gpufleet.components.spec import ClusterSpec
 
@@ -49,8 +49,8 @@ def test_spot_is_estimated_at_the_catalog_spot_price_as_plan_does(monkeypatch):
     must show the same figure for it."""
     import dataclasses
 
+    from gpufleet.clusters.plan import price_estimate
     from gpufleet.components import catalog
-    from gpufleet.plan import price_estimate
 
     it = lookup("aws", "p4d.24xlarge")
     priced = dataclasses.replace(

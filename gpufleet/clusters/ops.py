@@ -8,12 +8,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from gpufleet import sshconfig, state
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
-from gpufleet.errors import ClusterBusy, ClusterExists, GpufleetError, HostsNotOurs, StateDamaged
+from gpufleet.core import state
+from gpufleet.core.errors import (
+    ClusterBusy,
+    ClusterExists,
+    GpufleetError,
+    HostsNotOurs,
+    StateDamaged,
+)
+from gpufleet.core.signals import shielded
 from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write
-from gpufleet.signals import shielded
+from gpufleet.remote import sshconfig
 
 if TYPE_CHECKING:
     from gpufleet.provision.pulumi import StackRecord

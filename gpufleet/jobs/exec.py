@@ -25,7 +25,7 @@ def run_exec(
     stream = None if as_json else node_printer()
     results = None
     if tree:
-        from gpufleet.errors import GpufleetError
+        from gpufleet.core.errors import GpufleetError
         from gpufleet.remote.tree import run_tree
 
         if timeout is not None:

@@ -7,10 +7,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet import launch
 from gpufleet.components.resources import data_dir
 from gpufleet.components.spec import ClusterInfo
-from gpufleet.errors import GpufleetError
+from gpufleet.core.errors import GpufleetError
+from gpufleet.jobs import launch
 from gpufleet.remote import Group
 
 SCRIPTS = data_dir("scripts")

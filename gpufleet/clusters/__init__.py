@@ -1,0 +1,1 @@
+"""Clusters as a whole: create and destroy, extend, cost, plan."""

@@ -1,0 +1,1 @@
+"""The base every other layer imports: errors, the state directory, signals, deadlines."""

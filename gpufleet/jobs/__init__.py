@@ -1,0 +1,1 @@
+"""Jobs on a cluster: run, exec, launch commands, hostfiles, sync, health, run records."""
