@@ -9,6 +9,7 @@ every rank checks that its parameters equal rank 0's and exits 1 loudly if they 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import sys
@@ -116,6 +117,11 @@ def main() -> int:
             flush=True,
         )
     dist.barrier()  # nobody tears down the process group while a peer still uses it
+    # DDP's reducer holds the process group: free it first. Left to the end of main() and the
+    # interpreter's exit, gloo's teardown now and then aborted a rank after its work was done
+    # ("terminate called without an active exception", SIGABRT, exit -6).
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
     return 0
 
