@@ -78,6 +78,7 @@ print(
     flush=True,
 )
 dist.barrier()
+del model  # not in the tutorial: gloo can abort a rank at exit if DDP outlives its group
 dist.destroy_process_group()
 """
 
