@@ -41,6 +41,7 @@ demo: deps-demo
 lint: deps-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The docs site (mkdocs.yml, docs/): --strict turns a broken link, a missing anchor or a page
 # left out of nav into a failure (not with -q: mkdocs then stops counting warnings). Built into
@@ -53,11 +54,13 @@ docs: deps-test
 test: deps-test docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q
 
 test-quick: deps-test docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-vm: deps-test

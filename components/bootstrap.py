@@ -96,7 +96,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
     """The #cloud-config text node `ctx.node_index` boots with."""
     import shlex
 
-    from gpufleet.components.fabric import instance_nccl_env
+    from gpufleet.components.catalog import instance_nccl_env
 
     env = node_env(ctx)
     nccl = instance_nccl_env(ctx.cloud, ctx.instance_type, ctx.fabric, ctx.node_count)

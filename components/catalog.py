@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.components.errors import CatalogEntryError, CatalogError, GpufleetError
-from gpufleet.components.fabric import FABRICS
+from gpufleet.components.fabric import FABRICS, nccl_env
 
 DATA = Path(__file__).with_name("catalog.yaml")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
@@ -221,3 +221,18 @@ def lookup(cloud: str, name: str) -> InstanceType:
 def hourly_price(cloud: str, name: str, nodes: int = 1) -> float:
     """On-demand $/hour of `nodes` instances of one type (every entry has a price)."""
     return float(lookup(cloud, name).price_per_hour or 0.0) * nodes
+
+
+def instance_nccl_env(
+    cloud: str, instance_type: str | None, fabric: str, nodes: int | None = None
+) -> dict[str, str]:
+    """fabric.nccl_env for a cluster of `instance_type`, with what the catalog says of the type:
+    its EFA RDMA support, and the image's NCCL topology file for it (Azure ND sizes)."""
+    try:
+        it = lookup(cloud, instance_type) if instance_type else None
+    except CatalogError:
+        it = None
+    env = nccl_env(fabric, nodes, efa_rdma=bool(it and it.efa_rdma))
+    if it and it.nccl_topo_file:
+        env["NCCL_TOPO_FILE"] = it.nccl_topo_file
+    return env

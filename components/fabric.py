@@ -98,21 +98,3 @@ def nccl_env(fabric: str, nodes: int | None = None, *, efa_rdma: bool = False) -
     if fabric == "efa" and efa_rdma:
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     return env
-
-
-def instance_nccl_env(
-    cloud: str, instance_type: str | None, fabric: str, nodes: int | None = None
-) -> dict[str, str]:
-    """nccl_env for a cluster of `instance_type`, with what the catalog says of the type: its
-    EFA RDMA support, and the image's NCCL topology file for it (Azure ND sizes)."""
-    from gpufleet.components.catalog import lookup
-    from gpufleet.components.errors import CatalogError
-
-    try:
-        it = lookup(cloud, instance_type) if instance_type else None
-    except CatalogError:
-        it = None
-    env = nccl_env(fabric, nodes, efa_rdma=bool(it and it.efa_rdma))
-    if it and it.nccl_topo_file:
-        env["NCCL_TOPO_FILE"] = it.nccl_topo_file
-    return env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pulumi
@@ -12,7 +13,7 @@ from gpufleet.components.keys import cluster_keys
 from gpufleet.components.spec import ClusterSpec
 
 
-def fleet_tags(spec: ClusterSpec, expires_at: pulumi.Input[int]) -> dict[str, Any]:
+def fleet_tags(spec: ClusterSpec, expires_at: int | pulumi.Output[int]) -> dict[str, Any]:
     """Tags/labels for every taggable resource: valid as AWS tags, GCP labels and Azure tags.
 
     The expiry is a plain string when known now, an Output when the stack's state holds it.
@@ -118,19 +119,21 @@ class GpufleetComponent(pulumi.ComponentResource):
         a node's public_ip is None when it has none (workers unless spec.public_workers)."""
         spec = self.spec
         gpus = spec.gpus
+
+        def node(i: int, v: list[Any]) -> dict[str, Any]:
+            return {
+                "name": f"node-{i}",
+                "private_ip": v[0],
+                "public_ip": v[1] or None,  # None: reached through the head
+                "gpus": gpus,
+                "host_key": " ".join(v[2].split()[:2]),
+                "instance_id": v[3],
+            }
+
         node_outputs = [
             pulumi.Output.all(
                 n["private_ip"], n["public_ip"], self.keys.hosts[i].public_key_openssh, n["id"]
-            ).apply(
-                lambda v, i=i: {
-                    "name": f"node-{i}",
-                    "private_ip": v[0],
-                    "public_ip": v[1] or None,  # None: reached through the head
-                    "gpus": gpus,
-                    "host_key": " ".join(v[2].split()[:2]),
-                    "instance_id": v[3],
-                }
-            )
+            ).apply(functools.partial(node, i))
             for i, n in enumerate(nodes)
         ]
         all_nodes = pulumi.Output.all(*node_outputs)

@@ -130,11 +130,12 @@ class GpuFleet(GpufleetComponent):
                 **common,
             )
             allow(f"{vm_name}-vm-role", identity, vm.id)
-            disk_id = pulumi.Output.all(client.subscription_id, rg.name).apply(
-                lambda v, n=vm_name: (
-                    f"/subscriptions/{v[0]}/resourceGroups/{v[1]}/providers/"
-                    f"Microsoft.Compute/disks/{os_disk_name(n)}"
-                )
+            disk_id = pulumi.Output.concat(
+                "/subscriptions/",
+                client.subscription_id,
+                "/resourceGroups/",
+                rg.name,
+                f"/providers/Microsoft.Compute/disks/{os_disk_name(vm_name)}",
             )
             allow(f"{vm_name}-disk-role", identity, disk_id, depends_on=[vm])
             nodes.append(

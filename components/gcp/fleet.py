@@ -33,7 +33,7 @@ DLVM_IMAGE = (
 )
 
 
-def scheduling(spec: Any, expires_at: float) -> Any:
+def scheduling(spec: Any, expires_at: pulumi.Input[float]) -> Any:
     """GPU VMs cannot live-migrate; spot when asked; the TTL as an absolute time that DELETEs.
 
     Not max_run_duration: it counts from RUNNING and GCE clears the termination timestamp when

@@ -123,13 +123,13 @@ def _metavars(command) -> None:
 
 def _fast_exec(args: list[str]) -> int | None:
     """`exec` without typer or pydantic (start-up is most of a small fan-out); None: not handled."""
-    from gpufleet.jobs.exec import parse_fast
+    from gpufleet.cli.exec import parse_fast
 
     parsed = parse_fast(args)
     if parsed is None:
         return None
+    from gpufleet.cli.exec import run_exec
     from gpufleet.core import state
-    from gpufleet.jobs.exec import run_exec
 
     info = state.load_view(parsed["name"])
     return run_exec(

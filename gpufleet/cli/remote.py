@@ -36,8 +36,8 @@ def exec_(
     Exits 1 when the command failed on a node (each node's own code is printed, and in
     --json), 4 when a node did not answer, 124 when --timeout ran out.
     """
+    from gpufleet.cli.exec import run_exec
     from gpufleet.core import state
-    from gpufleet.jobs.exec import run_exec
 
     code = run_exec(state.load(name), command, node, timeout, as_json, tree)
     if code:

@@ -1,28 +1,29 @@
-"""`exec`: one command on every node at once; the CLI's typer command and its fast path share it."""
+"""`exec`'s work: one command on every node at once (holder, tree or Group), and its exit code."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from gpufleet.components.exitcodes import ExitCode
 
+# (node, line, is_stderr) for each line a node prints, as it comes
+Stream = Callable[[str, str, bool], None]
 
-def run_exec(
+
+def run_on_nodes(
     info: Any,
     command: list[str],
     nodes: list[str],
     timeout: float | None,
-    as_json: bool,
+    stream: Stream | None,
     tree: bool = False,
-) -> int:
-    """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
-    from gpufleet.cli.common import node_printer, print_json
-    from gpufleet.cli.documents import envelope  # stdlib only: the fast path stays fast
+) -> dict[str, Any]:
+    """Run `command` on `nodes` (all when empty): through the head's tree, a warm holder, or
+    connections made here (leaving a holder for the next command); node -> HostResult."""
     from gpufleet.remote import holder
 
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
-    stream = None if as_json else node_printer()
     results = None
     if tree:
         from gpufleet.core.errors import GpufleetError
@@ -45,30 +46,7 @@ def run_exec(
             results = g.run(cmd, stream=stream, check=False, timeout=timeout)
         if holder.enabled():
             holder.spawn(info.name)
-    failed = [r for r in results.values() if not r.ok]
-    if as_json:
-        order = {n.name: i for i, n in enumerate(info.nodes)}
-        rows = [
-            {
-                "name": r.node,
-                "exit_code": r.exit_code,
-                "error": r.error,
-                "stdout": r.stdout,
-                "stderr": r.stderr,
-                "started": r.started,
-                "finished": r.finished,
-            }
-            for r in sorted(results.values(), key=lambda r: order.get(r.node, 0))
-        ]
-        print_json(envelope("exec", cluster=info.name, nodes=rows))
-    elif failed:
-        first = min(failed, key=lambda r: r.finished)
-        for r in failed:
-            sys.stderr.write(f"gpufleet: {r.node}: {r.error or f'exit {r.exit_code}'}\n")
-        sys.stderr.write(
-            f"gpufleet: failed on {len(failed)}/{len(results)} nodes, first {first.node}\n"
-        )
-    return exit_code(results)
+    return results
 
 
 def exit_code(results: dict[str, Any]) -> int:
@@ -86,40 +64,3 @@ def exit_code(results: dict[str, Any]) -> int:
     if no_status:
         return ExitCode.TIMEOUT
     return ExitCode.JOB_FAILED
-
-
-def parse_fast(args: list[str]) -> dict[str, Any] | None:
-    """`exec NAME [--node N]... [--timeout S] [--json] [--tree] -- CMD...` parsed without typer;
-    None for anything else (help, odd spellings), which then goes through typer."""
-    if len(args) < 4 or args[0] != "exec" or "--" not in args:
-        return None
-    split = args.index("--")
-    head, command = args[1:split], args[split + 1 :]
-    if not command or not head or head[0].startswith("-"):
-        return None
-    out: dict[str, Any] = {
-        "name": head[0],
-        "nodes": [],
-        "timeout": None,
-        "json": False,
-        "tree": False,
-    }
-    rest = iter(head[1:])
-    for a in rest:
-        if a in ("--json", "--tree"):
-            out[a[2:]] = True
-        elif a in ("--node", "--timeout"):
-            value = next(rest, None)
-            if value is None:
-                return None
-            if a == "--node":
-                out["nodes"].append(value)
-            else:
-                try:
-                    out["timeout"] = float(value)
-                except ValueError:
-                    return None
-        else:
-            return None
-    out["command"] = command
-    return out

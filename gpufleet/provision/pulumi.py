@@ -175,7 +175,7 @@ class PulumiProvisioner:
         find_pulumi()
         _import_sdk(spec.cloud)
         spec = with_ssh_cidrs(spec)
-        zones = spec.zone_choices or [None]
+        zones: list[str | None] = [*spec.zone_choices] or [None]
         for i, zone in enumerate(zones):
             attempt = spec if zone is None else spec.with_(zone=zone, zones=[zone])
             try:
@@ -286,9 +286,10 @@ class PulumiProvisioner:
         from gpufleet.provision.nodeexpiry import write_node_expiry
 
         created = info.provider.get("created_expires_at") or info.expires_at
-        refusal = refuse_extension(info.cloud, float(created), expires_at) if created else None
-        if refusal:
-            raise ExtendRefused(info.name, float(created), *refusal)
+        if created:
+            refusal = refuse_extension(info.cloud, float(created), expires_at)
+            if refusal:
+                raise ExtendRefused(info.name, float(created), *refusal)
         write_node_expiry(info, expires_at)
 
     def status(self, info: ClusterInfo) -> dict[str, str]:

@@ -35,6 +35,7 @@ def open_socket(node: NodeInfo, via: paramiko.Transport | None, timeout: float) 
     head's sshd makes the TCP connection, and the SSH session inside is end-to-end.
     """
     if via is None:
+        assert node.public_ip, f"{node.name}: no public address, no head to reach it through"
         sock = socket.create_connection((node.public_ip, node.ssh_port), timeout=timeout)
         # Without TCP_NODELAY, Nagle + delayed ACK stall each handshake by ~40 ms.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

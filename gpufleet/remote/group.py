@@ -19,8 +19,8 @@ from gpufleet.core.errors import (
     HostsNotOurs,
     SSHUnreachable,
 )
+from gpufleet.core.providers import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.core.signals import held, start_threads
-from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.remote import knownhosts
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ import yaml
 
 from gpufleet.components import catalog
 from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
-from gpufleet.components.fabric import instance_nccl_env, nccl_env
+from gpufleet.components.catalog import instance_nccl_env
+from gpufleet.components.fabric import nccl_env
 
 # AWS EFA docs, "Supported instance types": RDMA read on p4d, p4de, p5, p5e, p5en (and trn*).
 RDMA_READ = {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"}

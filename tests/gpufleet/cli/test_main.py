@@ -58,7 +58,7 @@ def test_an_eof_error_out_of_any_command_says_why(monkeypatch, capsys):
 
 def test_an_eof_error_on_the_fast_exec_path_says_why(recorded_cluster, monkeypatch, capsys):
     """`exec` runs outside click (start-up time); its EOFError is named the same way."""
-    from gpufleet.jobs import exec as execute
+    from gpufleet.cli import exec as execute
 
     def closed(*args, **kwargs):
         raise EOFError("group closed")

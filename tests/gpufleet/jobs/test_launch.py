@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpufleet.components.fabric import instance_nccl_env
+from gpufleet.components.catalog import instance_nccl_env
 from gpufleet.components.spec import ClusterInfo
 from gpufleet.jobs import launch
 from gpufleet.jobs.launch import LaunchOptions
