@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
 
+if TYPE_CHECKING:
+    from gpufleet.core.state import ClusterRecord
+
 
 def run_exec(
-    info: Any,
+    info: ClusterRecord,
     command: list[str],
     nodes: list[str],
     timeout: float | None,
@@ -41,7 +44,9 @@ def run_exec(
     if results is None:  # cold: connect from here, and leave a holder for the next command
         from gpufleet.remote import Group
 
-        with Group(info, nodes or None) as g:
+        # Group reads the view's attributes as ClusterInfo's (remote/group.py, typed for both
+        # once it is split)
+        with Group(info, nodes or None) as g:  # type: ignore[arg-type]
             results = g.run(cmd, stream=stream, check=False, timeout=timeout)
         if holder.enabled():
             holder.spawn(info.name)
