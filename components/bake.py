@@ -16,7 +16,7 @@ import shlex
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi.dynamic
@@ -24,6 +24,9 @@ import pulumi.dynamic
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.fleet import fleet_tags, node_user_data
 from gpufleet.components.keys import cluster_keys
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 READY_TIMEOUT_S = 90 * 60  # a driver install with a reboot, on a slow mirror
 DOWN_TIMEOUT_S = 10 * 60
@@ -241,7 +244,7 @@ class ImageBakeComponent(pulumi.ComponentResource):
     cloud: str = ""
     seal_before: tuple[str, ...] = ()  # cloud-specific sealing, run first
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"gpufleet:{self.cloud}:ImageBake", name, None, opts)
         self.spec = spec
         self.tags = fleet_tags(spec, int(time.time()) + BAKE_HOURS * 3600)
@@ -284,7 +287,7 @@ class ImageBakeComponent(pulumi.ComponentResource):
         self.register_outputs({"image_id": self.image_id})
 
 
-def bake_program(spec: Any) -> dict[str, Any]:
+def bake_program(spec: ClusterSpec) -> dict[str, Any]:
     """Declare the spec's cloud's ImageBake; its exports (the image id a stack can name)."""
     from gpufleet.components.registry import bake_class
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpufleet.components.imageversions import IMAGES, for_node
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,9 @@ CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {
 }
 
 
-def placeholder_context(spec, index: int, expires_at: float | None) -> BootstrapContext:
+def placeholder_context(
+    spec: ClusterSpec, index: int, expires_at: float | None
+) -> BootstrapContext:
     """A node's context with every secret and deploy-time value shown as a named placeholder."""
     node = f"node-{index}"
     return BootstrapContext(

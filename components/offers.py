@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 Status = Literal["live", "offline", "not-checked"]
 
@@ -32,6 +35,26 @@ class Availability:
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A passed check: how far to trust it, and the zone the fleet goes in where the check
+    picked it (AWS: the first zone offering the type); None where the cloud places it."""
+
+    availability: Availability
+    zone: str | None = None
+
+
+class CheckOffered(Protocol):
+    """Each cloud's pre-creation check (components/registry.py holds them), run by its GpuFleet
+    or ImageBake before anything is registered, on `pulumi preview` and `up` alike."""
+
+    def __call__(self, spec: ClusterSpec, instance_type: str) -> Offered:
+        """Whether the spec's region, and each zone it names, offers `instance_type` (a catalog
+        name) to these credentials. Raises SpecError (field region or zone, with the fix) when
+        not; GpufleetError when the cloud could not be asked. Under mocks, answers offline."""
+        ...
 
 
 def under_mocks() -> bool:

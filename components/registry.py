@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from gpufleet.components.offers import Availability, CheckOffered
+    from gpufleet.components.spec import ClusterSpec
 
 _FLEETS = {
     "aws": "gpufleet.components.aws",
@@ -30,7 +35,7 @@ def fleet_class(cloud: str) -> Any:
         return importlib.import_module(_FLEETS[cloud]).GpuFleet
 
 
-def spec_rules(spec: Any) -> None:
+def spec_rules(spec: ClusterSpec) -> None:
     """A cloud's own refusals of a spec (components/<cloud>/rules.py, no SDK import), if any."""
     if spec.cloud not in _FLEETS:
         return
@@ -70,7 +75,7 @@ def refuse_extension(cloud: str, created_expiry: float, wanted: float) -> tuple[
 REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
 
-def provider_config(spec: Any) -> dict[str, str]:
+def provider_config(spec: ClusterSpec) -> dict[str, str]:
     """Provider settings for a spec's stack (its region, where the spec names one)."""
     region = spec.effective_region
     if spec.cloud in REGION_KEYS and region:
@@ -78,22 +83,41 @@ def provider_config(spec: Any) -> dict[str, str]:
     return {}
 
 
-# Whom a cloud's GpuFleet asks, before registering anything, whether the region/zone offers
-# the type (components/<cloud>/offers.py, azure/skus.py).
-_AVAILABILITY_API = {
-    "aws": "EC2 DescribeInstanceTypeOfferings",
-    "gcp": "GCE machineTypes.list",
-    "azure": "ARM Resource SKUs",
+@dataclass(frozen=True)
+class _Offers:
+    """Where a cloud's CheckOffered lives (its module's `check_offered`), and whom it asks."""
+
+    module: str
+    api: str
+
+
+# Each cloud's GpuFleet and ImageBake ask, before registering anything, whether the region/zone
+# offers the type; one signature for all (components/offers.py CheckOffered).
+_OFFERS = {
+    "aws": _Offers("gpufleet.components.aws.offers", "EC2 DescribeInstanceTypeOfferings"),
+    "gcp": _Offers("gpufleet.components.gcp.offers", "GCE machineTypes.list"),
+    "azure": _Offers("gpufleet.components.azure.skus", "ARM Resource SKUs"),
 }
 
 
-def unchecked_availability(spec: Any) -> Any:
+def offer_check(cloud: str) -> CheckOffered:
+    """The cloud's check that its region/zone offers a type; imports that cloud's SDK only."""
+    from gpufleet.components.errors import cloud_sdk
+
+    with cloud_sdk(cloud):
+        check: CheckOffered = importlib.import_module(_OFFERS[cloud].module).check_offered
+    return check
+
+
+def unchecked_availability(spec: ClusterSpec) -> Availability | None:
     """What a dry run (which evaluates no program and asks no cloud) can say: not checked."""
     from gpufleet.components.offers import Availability
 
-    api = _AVAILABILITY_API.get(spec.cloud)
-    if api is None:
+    offers = _OFFERS.get(spec.cloud)
+    if offers is None:
         return None
+    api = offers.api
+    assert spec.effective_region is not None  # every cloud here has a default region
     where = spec.effective_region + (f" ({spec.zone})" if spec.zone else "")
     return Availability("not-checked", where, f"a dry run asks no cloud; `up` asks {api} first")
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from gpufleet.components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
-from gpufleet.components.aws.network import aws_region, build_network
-from gpufleet.components.aws.offers import check_offered
+from gpufleet.components.aws.network import build_network
 from gpufleet.components.bake import ImageBakeComponent
+from gpufleet.components.registry import offer_check
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
 
@@ -18,10 +21,12 @@ DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it 
 class ImageBake(ImageBakeComponent):
     cloud = "aws"
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         builder_type = spec.instance_type or DEFAULT_BUILDER
         # Before anything is registered: a region or zone without the builder type fails here.
-        zone, self.availability = check_offered(spec, builder_type, aws_region(spec))
+        offered = offer_check(self.cloud)(spec, builder_type)
+        zone, self.availability = offered.zone, offered.availability
+        assert zone is not None  # EC2's check always picks the zone
         super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags

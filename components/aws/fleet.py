@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import base64
 import gzip
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.components.aws.network import aws_region, build_network
-from gpufleet.components.aws.offers import check_offered
+from gpufleet.components.aws.network import build_network
 from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError, SpecError
 from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.registry import offer_check
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6). The name
 # follows AWS's rule (DLAMI name minus "deep", "learning", "ami") and is the one public IaC uses.
@@ -118,7 +121,7 @@ def reservation_target(reservation: str | None) -> Any:
     )
 
 
-def market_options(spec: Any) -> Any:
+def market_options(spec: ClusterSpec) -> Any:
     """Spot (one-time, terminated on interruption), a Capacity Block, or None: on-demand.
 
     A Capacity Block for ML is launched into with market type `capacity-block` next to its
@@ -140,16 +143,20 @@ def market_options(spec: Any) -> Any:
 class GpuFleet(GpufleetComponent):
     cloud = "aws"
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+    def __init__(
+        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
+    ):
         if not spec.ssh_cidrs:  # the CLI fills in the caller's /32; a bare stack must name one
             raise SpecError(
                 "ssh_cidrs",
                 "is empty; the security group would let SSH in from nowhere",
                 "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
             )
-        it = lookup("aws", spec.instance_type)
+        it = lookup("aws", spec.instance_type or "")
         # Before anything is registered: a region or zone without the type fails here.
-        zone, self.availability = check_offered(spec, it.name, aws_region(spec))
+        offered = offer_check(self.cloud)(spec, it.name)
+        zone, self.availability = offered.zone, offered.availability
+        assert zone is not None  # EC2's check always picks the zone
         super().__init__(name, spec, opts, **kw)
         tags = self.tags
         child = self.child()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_aws as aws
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 VPC_CIDR = "10.42.0.0/16"
 # The fleet's one subnet (EFA cannot cross subnets): 1019 usable addresses (EC2 keeps five of
@@ -29,10 +32,12 @@ class Network:
     gateways: list[Any] = field(default_factory=list)  # what an Elastic IP must wait for
 
 
-def aws_region(spec: Any) -> str:
+def aws_region(spec: ClusterSpec) -> str:
     """The region the fleet is in: the spec's, else the stack's `aws:region` (the two agree:
     stackconfig.spec_from_config refuses a stack where they differ)."""
-    return spec.region or pulumi.Config("aws").get("region") or spec.effective_region
+    region = spec.region or pulumi.Config("aws").get("region") or spec.effective_region
+    assert region is not None  # aws has a default region
+    return region
 
 
 def ssh_sources(cidrs: list[str]) -> dict[str, list[str]]:
@@ -44,7 +49,7 @@ def ssh_sources(cidrs: list[str]) -> dict[str, list[str]]:
 
 def fleet_routes(
     name: str,
-    spec: Any,
+    spec: ClusterSpec,
     vpc_id: Any,
     zone: Any,
     igw: Any,
@@ -102,7 +107,7 @@ def fleet_routes(
 
 def build_network(
     name: str,
-    spec: Any,
+    spec: ClusterSpec,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
     zone: str,
@@ -110,6 +115,8 @@ def build_network(
     """Use the spec's VPC/subnet when given; otherwise create VPC, subnet, IGW and routes in
     `zone` (one that offers the type: components/aws/offers.py checked it before)."""
     gateways: list[Any] = []
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
     if spec.subnet_id and spec.vpc_id:
         vpc_id, subnet_id = spec.vpc_id, spec.subnet_id
     else:

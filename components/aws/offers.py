@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pulumi_aws as aws
 
+from gpufleet.components.aws.network import aws_region
 from gpufleet.components.errors import SpecError
-from gpufleet.components.offers import Availability, under_mocks
+from gpufleet.components.offers import Availability, Offered, Status, under_mocks
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 API = "EC2 DescribeInstanceTypeOfferings"
 CATALOG_HINT = "see `gpufleet catalog --cloud aws`"
@@ -49,11 +53,10 @@ def check_zones(asked: list[str], offered: list[str], instance_type: str, region
             )
 
 
-def check_offered(spec: Any, instance_type: str, region: str) -> tuple[str, Availability]:
-    """The zone the fleet goes in, once EC2 says the region and that zone offer the type.
-
-    Raises SpecError (field region or zone) before anything is registered otherwise.
-    """
+def check_offered(spec: ClusterSpec, instance_type: str) -> Offered:
+    """A CheckOffered (components/offers.py): EC2 says the region and the zone offer the type;
+    the zone the fleet goes in is the spec's, else the first (by name) that offers it."""
+    region = aws_region(spec)
     if not offerings(instance_type, region, "region"):
         raise SpecError(
             "region",
@@ -67,4 +70,5 @@ def check_offered(spec: Any, instance_type: str, region: str) -> tuple[str, Avai
     zone = spec.zone or first_zone(offered, instance_type, region)
     offline = under_mocks()
     source = f"a stand-in for {API} (components/aws/mocks.py)" if offline else API
-    return zone, Availability("offline" if offline else "live", f"{region} ({zone})", source)
+    status: Status = "offline" if offline else "live"
+    return Offered(Availability(status, f"{region} ({zone})", source), zone)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # Broader than this, an SSH CIDR routed to the internet gateway would take most of the
 # internet away from the NAT gateway the workers depend on.
 WIDEST_SSH_PREFIX = 8
 
 
-def spec_rules(spec: Any) -> None:
+def spec_rules(spec: ClusterSpec) -> None:
     """Refuse SSH CIDRs so wide that workers behind NAT would lose the internet."""
     if spec.public_workers or spec.nodes == 1:
         return

@@ -13,13 +13,16 @@ stack is destroyed; the builder's resource group goes.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_azure_native as az
 
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.bake import ImageBakeComponent
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 DEFAULT_BUILDER = "Standard_NC4as_T4_v3"
 IMAGE_VERSION = "1.0.0"
@@ -35,7 +38,7 @@ class ImageBake(ImageBakeComponent):
     # Clears the agent's provisioning state (ovf-env.xml holds the builder's custom data).
     seal_before = ("if command -v waagent >/dev/null; then waagent -force -deprovision; fi",)
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)
         child = self.child()
         net = build_network(name, spec, self.tags, child)
@@ -67,7 +70,7 @@ class ImageBake(ImageBakeComponent):
             **common,
         )
         kept = self.child(retain_on_delete=True)
-        images = {"location": spec.effective_region, "tags": self.image_tags}
+        images: dict[str, Any] = {"location": spec.effective_region, "tags": self.image_tags}
         rg = az.resources.ResourceGroup(f"{name}-images", opts=kept, **images)
         gallery = az.compute.Gallery(
             f"{name}-gallery",

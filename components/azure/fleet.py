@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_azure_native as az
 
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.rules import check_spec
-from gpufleet.components.azure.skus import check_offered
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.registry import offer_check
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # Built-in role "Virtual Machine Contributor" (VMs, their disks and NICs): given to each node's
 # own identity on its own VM, NIC and OS disk only, so that it can delete itself at expiry and
@@ -27,12 +30,14 @@ def os_disk_name(vm_name: str) -> str:
 class GpuFleet(GpufleetComponent):
     cloud = "azure"
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
-        it = lookup("azure", spec.instance_type)
+    def __init__(
+        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
+    ):
+        it = lookup("azure", spec.instance_type or "")
         check_spec(spec)
         # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
         # after the resource group, network, identities and role assignments exist.
-        self.availability = check_offered(spec, it.name)
+        self.availability = offer_check(self.cloud)(spec, it.name).availability
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags

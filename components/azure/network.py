@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_azure_native as az
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
 VNET_CIDR = "10.45.0.0/16"
@@ -35,12 +38,12 @@ class Network:
 
 
 def build_network(
-    name: str, spec: Any, tags: dict[str, str], opts: pulumi.ResourceOptions
+    name: str, spec: ClusterSpec, tags: dict[str, str], opts: pulumi.ResourceOptions
 ) -> Network:
     """Resource group, VNet + subnet, and an NSG letting SSH in from spec.ssh_cidrs only."""
     location = spec.effective_region
     rg = az.resources.ResourceGroup(f"{name}-rg", location=location, tags=tags, opts=opts)
-    common = {"resource_group_name": rg.name, "location": location, "tags": tags}
+    common: dict[str, Any] = {"resource_group_name": rg.name, "location": location, "tags": tags}
     vnet = az.network.VirtualNetwork(
         f"{name}-vnet",
         address_space=az.network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
@@ -145,7 +148,7 @@ def public_nic(
 def vm_profiles(
     vm_name: str,
     size: str,
-    spec: Any,
+    spec: ClusterSpec,
     admin: str,
     public_key: pulumi.Input[str],
     user_data: pulumi.Output[str],

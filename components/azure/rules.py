@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # ARM tag limits (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources
 # #limitations): names up to 512 characters, case-insensitive, without < > % & \ ? /, not
@@ -69,15 +72,16 @@ def check_admin(user: str) -> None:
         )
 
 
-def spec_rules(spec: Any) -> None:
+def spec_rules(spec: ClusterSpec) -> None:
     """What ClusterSpec itself checks on Azure: every path that makes a spec (`plan`, `up`,
     `up --dry-run`, `run`) gets these refusals."""
     check_tags(spec.tags)
+    assert spec.effective_ssh_user is not None  # azure has a default user
     check_admin(spec.effective_ssh_user)
     check_spot(spec)
 
 
-def check_spot(spec: Any) -> None:
+def check_spot(spec: ClusterSpec) -> None:
     """Spot next to InfiniBand: refused."""
     if spec.spot and spec.fabric == "infiniband":
         # ARM refuses Spot VMs in an availability set (azure-compute-docs
@@ -91,7 +95,7 @@ def check_spot(spec: Any) -> None:
         )
 
 
-def check_spec(spec: Any) -> None:
+def check_spec(spec: ClusterSpec) -> None:
     """What only the component checks (ClusterSpec validation ran spec_rules): ssh_cidrs, which
     the CLI fills in after the spec is made."""
     if not spec.ssh_cidrs:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.errors import GpufleetError, SpecError
-from gpufleet.components.offers import Availability, under_mocks
+from gpufleet.components.offers import Availability, Offered, under_mocks
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 API_VERSION = "2021-07-01"
 API = f"ARM Resource SKUs (Microsoft.Compute/skus, api-version {API_VERSION})"
@@ -105,17 +108,17 @@ def arm_credentials() -> tuple[str, str]:
     return config.subscription_id, az.authorization.get_client_token().token
 
 
-def check_offered(spec: Any, size: str, get: Get | None = None) -> Availability:
-    """Refuse (SpecError, field region) a region that does not offer `size` to this
-    subscription, before anything is registered. Offline there is no token: not checked."""
+def check_offered(spec: ClusterSpec, instance_type: str) -> Offered:
+    """A CheckOffered (components/offers.py): ARM lists the VM size in the region for this
+    subscription (field region when not). Offline there is no token: not checked."""
     location = spec.effective_region
+    assert location is not None  # azure has a default region
     if under_mocks():
-        return Availability(
-            "not-checked", location, f"no credentials offline; `up` asks {API} first"
-        )
+        why = f"no credentials offline; `up` asks {API} first"
+        return Offered(Availability("not-checked", location, why))
     subscription, token = arm_credentials()
-    entries = fetch_skus(subscription, location, token, get or http_get)
-    problem = sku_problem(entries, size, location, spec.spot)
+    entries = fetch_skus(subscription, location, token, http_get)
+    problem = sku_problem(entries, instance_type, location, spec.spot)
     if problem:
         raise SpecError("region", *problem)
-    return Availability("live", location, API)
+    return Offered(Availability("live", location, API))

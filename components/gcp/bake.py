@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
@@ -12,16 +12,20 @@ from gpufleet.components.gcp.fleet import DLVM_IMAGE
 from gpufleet.components.gcp.network import build_networks
 from gpufleet.components.gcp.rules import default_zone, labels
 
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
+
 DEFAULT_BUILDER = "g2-standard-8"
 
 
 class ImageBake(ImageBakeComponent):
     cloud = "gcp"
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)
         child = self.child()
         region = spec.effective_region
+        assert region is not None  # gcp has a default region
         zone = spec.zone or default_zone(spec.instance_type or DEFAULT_BUILDER, region)
         node_labels = labels(self.tags)
         nets = build_networks(name, spec, 0, child, region)

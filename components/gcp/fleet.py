@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -10,7 +10,6 @@ import pulumi_gcp as gcp
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
-from gpufleet.components.gcp.offers import check_offered
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
     SELF_DELETE_PERMISSIONS,
@@ -21,6 +20,10 @@ from gpufleet.components.gcp.rules import (
     termination_time,
     zone_and_region,
 )
+from gpufleet.components.registry import offer_check
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
 # files, still to verify at deploy time). The boot disk names the family itself, not the image
@@ -33,7 +36,7 @@ DLVM_IMAGE = (
 )
 
 
-def scheduling(spec: Any, expires_at: pulumi.Input[float]) -> Any:
+def scheduling(spec: ClusterSpec, expires_at: pulumi.Input[float]) -> Any:
     """GPU VMs cannot live-migrate; spot when asked; the TTL as an absolute time that DELETEs.
 
     Not max_run_duration: it counts from RUNNING and GCE clears the termination timestamp when
@@ -122,11 +125,13 @@ def reservation_affinity(name: str | None) -> Any:
 class GpuFleet(GpufleetComponent):
     cloud = "gcp"
 
-    def __init__(self, name: str, spec: Any, opts: pulumi.ResourceOptions | None = None, **kw):
+    def __init__(
+        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
+    ):
         check_spec(spec)
-        it = lookup("gcp", spec.instance_type)
+        it = lookup("gcp", spec.instance_type or "")
         # Before anything is registered: a zone without the machine type fails here.
-        self.availability = check_offered(spec, it)
+        self.availability = offer_check(self.cloud)(spec, it.name).availability
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         zone, region = zone_and_region(spec)

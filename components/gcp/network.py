@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_gcp as gcp
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 PRIMARY_CIDR = "10.43.0.0/20"
 # A3 GPU NICs: one VPC and subnet each (Cluster Toolkit's multivpc layout, facts §2.5).
@@ -30,8 +33,10 @@ def ssh_tag(name: str) -> str:
 
 
 def build_networks(
-    name: str, spec: Any, extra_nics: int, opts: pulumi.ResourceOptions, region: str
+    name: str, spec: ClusterSpec, extra_nics: int, opts: pulumi.ResourceOptions, region: str
 ) -> Networks:
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
     if spec.vpc_id and spec.subnet_id:
         network, subnetwork = spec.vpc_id, spec.subnet_id
         internal = None

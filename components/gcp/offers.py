@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import SpecError
 from gpufleet.components.gcp.rules import series, zone_and_region, zones_for
-from gpufleet.components.offers import Availability, under_mocks
+from gpufleet.components.offers import Availability, Offered, under_mocks
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 API = "GCE machineTypes.list"
 TABLE = "gpufleet's zone table (components/gcp/rules.py ZONES)"
@@ -21,9 +25,10 @@ def machine_types(machine_type: str, zone: str) -> list[str]:
     return [m.name for m in found.machine_types or []]
 
 
-def check_offered(spec: Any, it: Any) -> Availability:
-    """Refuse (SpecError) a zone that does not offer the type: live from GCE, offline from the
-    table. Every zone in `zones` is checked, since each may get its turn."""
+def check_offered(spec: ClusterSpec, instance_type: str) -> Offered:
+    """A CheckOffered (components/offers.py): live from GCE, offline from the table. Every zone
+    in `zones` is checked, since each may get its turn; the first is the one returned."""
+    it = lookup("gcp", instance_type)
     zone, region = zone_and_region(spec)
     zones = list(spec.zone_choices) or [zone]
     field = "zone" if spec.zone else "region"
@@ -34,13 +39,9 @@ def check_offered(spec: Any, it: Any) -> Availability:
         # may still offer the type (the table is not complete), so it is not refused here.
         unlisted = [z for z in zones if z not in zones_for(it.name, region)]
         if unlisted:
-            return Availability(
-                "not-checked",
-                where,
-                f"{TABLE} does not list {', '.join(unlisted)} for {series(it.name)}; "
-                f"`up` asks {API}",
-            )
-        return Availability("offline", where, TABLE)
+            why = f"{TABLE} does not list {', '.join(unlisted)} for {series(it.name)}; "
+            return Offered(Availability("not-checked", where, why + f"`up` asks {API}"), zone)
+        return Offered(Availability("offline", where, TABLE), zone)
     for z in zones:
         if host not in machine_types(host, z):
             offered = ", ".join(zones_for(it.name, region)) or "none known"
@@ -53,4 +54,4 @@ def check_offered(spec: Any, it: Any) -> Availability:
     source = API
     if it.accelerator:  # N1: the host is everywhere; its attached GPU is the scarce part
         source += f" (the {host} host; the {it.accelerator}'s zones from {TABLE})"
-    return Availability("live", where, source)
+    return Offered(Availability("live", where, source), zone)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.errors import SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 # GCE's limit on a VM's run time, by duration or termination time: 120 days (limit-vm-runtime).
 MAX_RUN_MINUTES = 120 * 24 * 60
@@ -109,11 +112,12 @@ def default_zone(machine_type: str, region: str) -> str:
     return offered[0]
 
 
-def zone_and_region(spec: Any) -> tuple[str, str]:
+def zone_and_region(spec: ClusterSpec) -> tuple[str, str]:
     """The VMs' zone and the subnets' region: the zone from the table when none is given."""
     if spec.zone:
         return spec.zone, spec.region or spec.zone.rsplit("-", 1)[0]
     region = spec.effective_region
+    assert region is not None  # gcp has a default region
     return default_zone(spec.instance_type or "", region), region
 
 
@@ -189,7 +193,7 @@ def labels(tags: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_spec(spec: Any) -> None:
+def check_spec(spec: ClusterSpec) -> None:
     """What only the component checks: ssh_cidrs, which the CLI fills in after the spec is
     made (ClusterSpec's validation ran spec_rules)."""
     if not spec.ssh_cidrs:
@@ -202,7 +206,7 @@ def check_spec(spec: Any) -> None:
         )
 
 
-def spec_rules(spec: Any) -> None:
+def spec_rules(spec: ClusterSpec) -> None:
     """What ClusterSpec itself checks on GCP (ssh_cidrs may still be learned later)."""
     zone, region = zone_and_region(spec)
     if not zone.startswith(f"{region}-"):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufleet.core.state import ClusterRecord
 
 
 def epilog() -> str:
@@ -161,7 +164,13 @@ def _fast_sync(args: list[str]) -> int | None:
 
 
 def run_sync(
-    info: Any, workdir: str, *, include: list[str], exclude: list[str], method: str, as_json: bool
+    info: ClusterRecord,
+    workdir: str,
+    *,
+    include: list[str],
+    exclude: list[str],
+    method: str,
+    as_json: bool,
 ) -> None:
     """The `sync` command once parsed (typer's and the fast path): progress on stderr, --json
     on stdout."""

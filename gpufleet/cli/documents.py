@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterInfo
 
 SCHEMA_VERSION = 1
 # A kind whose shape changed other than by new fields: its version (gpufleet/schemas/).
@@ -73,7 +76,7 @@ def iso(epoch: float | None) -> str | None:
 
 
 def cluster(
-    info: Any,
+    info: ClusterInfo,
     states: dict[str, str] | None = None,
     *,
     state: str = "running",

@@ -8,13 +8,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import (
     ClusterBusy,
     ClusterExists,
-    GpufleetError,
     HostsNotOurs,
     StateDamaged,
 )
@@ -115,15 +113,7 @@ def extend(name: str, minutes: int) -> float:
     if EXPIRY not in may_write(info.cloud):
         raise HostsNotOurs(name, info.cloud, "expiry")  # hosts the user has: none to move
     expires_at = time.time() + minutes * 60
-    prov = for_cloud(info.cloud)
-    move = getattr(prov, "extend", None)
-    if move is None:
-        raise GpufleetError(
-            f"cluster {name!r} (cloud={info.cloud}) cannot be extended from the CLI yet",
-            hint="re-create it with a longer --ttl",
-            exit_code=ExitCode.USAGE,  # asked of a cloud that cannot
-        )
-    move(info, expires_at)
+    for_cloud(info.cloud).extend(info, expires_at)
     # reloaded: first contact with the nodes may have rotated their host keys in the record
     state.save(state.load(name).model_copy(update={"expires_at": expires_at}))
     return expires_at

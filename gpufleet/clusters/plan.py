@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterSpec
 
 SECRET_OUTPUTS = ("ssh_private_key",)
 # Inputs that are long blobs: a plan shows their size, `gpufleet image render` their text.
@@ -70,7 +73,7 @@ def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
         return _plan(name, spec, config, evaluate)
 
 
-def _plan(name: str, spec: Any, config: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -> dict[str, Any]:
     from gpufleet.components import catalog, stackconfig
 
     built: list[Any] = []

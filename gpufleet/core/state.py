@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.core.errors import ClusterBusy, ClusterExpired, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
+    from typing import TypeAlias
+
     from gpufleet.components.spec import ClusterInfo, ClusterSpec
+
+    # A cluster's record as the commands with a fast path (exec, sync) take it: validated
+    # (load) or the pydantic-free view (load_view), read the same way.
+    ClusterRecord: TypeAlias = "ClusterInfo | ClusterView"
 
 
 def home() -> Path:

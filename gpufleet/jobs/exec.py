@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from gpufleet.core.state import ClusterRecord
 
 # (node, line, is_stderr) for each line a node prints, as it comes
 Stream = Callable[[str, str, bool], None]
 
 
 def run_on_nodes(
-    info: Any,
+    info: ClusterRecord,
     command: list[str],
     nodes: list[str],
     timeout: float | None,

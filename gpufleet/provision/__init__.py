@@ -22,12 +22,28 @@ Progress = Callable[[str], None]
 
 
 class Provisioner(Protocol):
-    def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo: ...
+    """What every provider implements (PROVIDERS names each one's class); ops calls only these."""
 
-    def down(self, info: ClusterInfo, progress: Progress) -> None: ...
+    def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
+        """Create (or, for `ssh`, record) the spec's machines and return the cluster's record,
+        nodes reachable over SSH. Raises GpufleetError (a SpecError for a spec the provider
+        refuses) with a fix; what it created before failing is its caller's to remove."""
+        ...
+
+    def down(self, info: ClusterInfo, progress: Progress) -> None:
+        """Remove what `up` created (for `ssh`, only gpufleet's files in the workdirs); the
+        record itself is its caller's to forget. Raises GpufleetError where it could not."""
+        ...
+
+    def extend(self, info: ClusterInfo, expires_at: float) -> None:
+        """Move the nodes' hard expiry to `expires_at` (epoch seconds), on the nodes themselves;
+        the record is its caller's to update. Raises a GpufleetError with a fix and its exit
+        code: before changing anything where it cannot (HostsNotOurs: hosts the user owns;
+        ExtendRefused: the cloud removes them sooner), ExtendFailed where a node missed it."""
+        ...
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
-        """Node name -> a short state word (running, stopped, gone, ...)."""
+        """Node name -> a short state word (running, stopped, gone, ...); changes nothing."""
         ...
 
 

@@ -239,6 +239,12 @@ class SSHProvisioner:
             "nothing on them was changed outside their workdirs"
         )
 
+    def extend(self, info: ClusterInfo, expires_at: float) -> None:
+        """Refused: nothing of gpufleet expires on hosts the user owns (may_write is empty)."""
+        from gpufleet.core.errors import HostsNotOurs
+
+        raise HostsNotOurs(info.name, info.cloud, "expiry")
+
     def status(self, info: ClusterInfo) -> dict[str, str]:
         out = {}
         for n in info.nodes:

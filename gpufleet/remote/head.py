@@ -14,9 +14,13 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.remote import knownhosts, sshopts
+
+if TYPE_CHECKING:
+    from gpufleet.components.spec import ClusterInfo
+    from gpufleet.core.state import ClusterRecord
 
 # Where the head keeps the cluster key and the workers' pinned host keys: in its workdir's run
 # folder (sync.RUNS_DIR, which no rsync of the workdir sends or deletes), never beside the
@@ -59,7 +63,7 @@ def key_type(node: Any) -> str:
     return (node.host_key.split() or ["ssh-ed25519"])[0]
 
 
-def head_ssh_argv(info: Any, control: str | None) -> list[str]:
+def head_ssh_argv(info: ClusterRecord, control: str | None) -> list[str]:
     """`ssh ... user@head` (then the remote command) through the shared head connection."""
     head = info.nodes[0]
     opts = ssh_options(info.ssh_key_path, info.known_hosts_path, head.ssh_port, key_type(head))
@@ -71,12 +75,12 @@ def in_workdir(node: Any, script: str) -> str:
     return f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(script)}"
 
 
-def head_known_hosts(info: Any) -> str:
+def head_known_hosts(info: ClusterRecord) -> str:
     """The workers' pinned host keys at the addresses the head reaches them by (private)."""
     return knownhosts.render(info.nodes[1:], public=False)
 
 
-def worker_rows(info: Any) -> list[str]:
+def worker_rows(info: ClusterRecord) -> list[str]:
     rows = []
     for n in info.nodes[1:]:
         wd = n.workdir.rstrip("/") or "."
@@ -98,7 +102,7 @@ HEAD_ENV = [
 ]
 
 
-def prepare_script(info: Any, *, warm: bool = True, require_rsync: bool = True) -> str:
+def prepare_script(info: ClusterRecord, *, warm: bool = True, require_rsync: bool = True) -> str:
     """sh for the head, the cluster key + workers' host keys on stdin (a tar).
 
     Exits 99 when the head has no rsync. Otherwise it also opens (in the background, while
@@ -131,7 +135,7 @@ RELAY_CLEANUP = (
 )
 
 
-def remove_relay(info: Any, timeout: float = 10.0) -> str | None:
+def remove_relay(info: ClusterInfo, timeout: float = 10.0) -> str | None:
     """Run RELAY_CLEANUP on the head; None, or why it could not (best effort)."""
     from gpufleet.remote import Group
 
@@ -144,7 +148,7 @@ def remove_relay(info: Any, timeout: float = 10.0) -> str | None:
     return None if r.ok else (r.error or f"exit {r.exit_code}")
 
 
-def head_files(info: Any) -> dict[str, bytes | str]:
+def head_files(info: ClusterRecord) -> dict[str, bytes | str]:
     return {
         "id_ed25519": Path(info.ssh_key_path).read_bytes(),
         "known_hosts": head_known_hosts(info),
@@ -162,7 +166,7 @@ def private_tar(files: dict[str, bytes | str]) -> bytes:
     return buf.getvalue()
 
 
-def stop_mux(info: Any) -> None:
+def stop_mux(info: ClusterRecord) -> None:
     """Close the kept connection to the head, if any (`down` calls this)."""
     import shutil
 
@@ -202,7 +206,7 @@ def stderr_text(proc: Any) -> str:
     return text
 
 
-def head_run(info: Any, control: str | None, script: str, stdin: bool = False) -> Any:
+def head_run(info: ClusterRecord, control: str | None, script: str, stdin: bool = False) -> Any:
     node = info.nodes[0]
     return popen([*head_ssh_argv(info, control), in_workdir(node, script)], stdin=stdin)
 
@@ -214,7 +218,7 @@ def finish(proc: Any) -> tuple[int, str]:
     return code, stderr_text(proc)
 
 
-def start_prepare(info: Any, control: str | None, script: str | None = None) -> Any:
+def start_prepare(info: ClusterRecord, control: str | None, script: str | None = None) -> Any:
     """Hand the head its keys (and warm its worker connections); finish() it later.
 
     Exit code 99: the head has no rsync. `script`: what the head runs instead of

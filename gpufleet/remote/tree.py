@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import shlex
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core.errors import GpufleetError, HostResult
 from gpufleet.remote import head as relay
 
+if TYPE_CHECKING:
+    from gpufleet.core.state import ClusterRecord
+
 MARK = "__GPUFLEET_TREE__ "
 
 
-def tree_script(info: Any, command: str, nodes: list[str], parallel: int = 256) -> str:
+def tree_script(info: ClusterRecord, command: str, nodes: list[str], parallel: int = 256) -> str:
     """sh for the head's workdir: `command` on itself and on each worker, lines prefixed
     `[node-K] `, each node's last line `MARK<exit code>`."""
     rows = [r for r in relay.worker_rows(info) if r.split()[0] in nodes]
@@ -92,7 +95,7 @@ class _Collector:
 
 
 def run_tree(
-    info: Any, command: str, nodes: list[str] | None = None, stream: Any = None
+    info: ClusterRecord, command: str, nodes: list[str] | None = None, stream: Any = None
 ) -> dict[str, HostResult]:
     """Run `command` on `nodes` (default all) through the head: node -> HostResult."""
     from gpufleet.core import state

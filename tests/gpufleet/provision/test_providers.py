@@ -104,3 +104,30 @@ def test_a_host_key_is_replaced_only_where_the_provider_allows_it(monkeypatch, c
     monkeypatch.setattr(hostkeys, "replace_bootstrap_keys", lambda grp, save: calls.append(cloud))
     g.wait_ready(1)
     assert calls == ([cloud] if rotated else [])
+
+
+def test_every_provider_implements_the_whole_provisioner_protocol():
+    """The contract is declared once (provision.Provisioner); every provider's class has each of
+    its methods with the same parameters, so ops calls them without asking which it has."""
+    import inspect
+
+    from gpufleet.provision import Provisioner
+
+    methods = ("up", "down", "extend", "status")
+    assert {m for m in vars(Provisioner) if not m.startswith("_")} == set(methods)
+    for cloud, p in PROVIDERS.items():
+        cls = getattr(importlib.import_module(p.module), p.cls)
+        for m in methods:
+            declared = list(inspect.signature(getattr(Provisioner, m)).parameters)
+            assert list(inspect.signature(getattr(cls, m)).parameters) == declared, (cloud, m)
+
+
+def test_the_byo_provisioner_refuses_extend_as_the_cli_does(monkeypatch):
+    """Called directly, `ssh`'s extend refuses as `gpufleet extend` does (exit 2, with a fix),
+    contacting no host."""
+    from gpufleet.provision.ssh import SSHProvisioner
+
+    monkeypatch.setattr(Group, "_on_every_node", lambda *a: pytest.fail("contacted a host"))
+    with pytest.raises(HostsNotOurs, match="no expiry") as e:
+        SSHProvisioner().extend(_cluster("ssh"), 1900000000)
+    assert e.value.exit_code == 2 and "cloud=ssh" in str(e.value) and e.value.hint
