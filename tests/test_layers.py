@@ -25,7 +25,8 @@ The rules:
   bottom: every gpufleet import runs it first, so anything may read it and it may import nothing.
 - No import cycles between modules, function-local imports included (a package's __init__ is a
   module like any other: `import gpufleet.jobs.run` also runs gpufleet/jobs/__init__.py, but that
-  edge is not counted, or every package with a registry in __init__ would be a cycle).
+  edge is not counted, or every package with a registry in __init__ would be a cycle). An
+  import under `if TYPE_CHECKING:` is held to the layer rules but makes no cycle: it never runs.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Edge:
     src: str  # importing module, dotted
     dst: str  # imported module, dotted
     line: int
+    typing_only: bool = False  # under `if TYPE_CHECKING:`: a layer edge, never run
 
     def __str__(self) -> str:
         return f"{self.src} -> {self.dst} (line {self.line})"
@@ -79,7 +81,16 @@ def imports(name: str, path: Path, known: set[str]) -> list[Edge]:
     """Every gpufleet module that the module `name` imports, at any depth of its body."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     edges = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and (ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"))
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -100,7 +111,7 @@ def imports(name: str, path: Path, known: set[str]) -> list[Edge]:
                 # `import gpufleet.a.b.c` where c is a name in b: the longest known module
                 while target not in known and "." in target:
                     target = target.rpartition(".")[0]
-                edges.append(Edge(name, target, node.lineno))
+                edges.append(Edge(name, target, node.lineno, id(node) in typing_only))
     return edges
 
 
@@ -151,6 +162,8 @@ def cycles(edges: list[Edge]) -> list[str]:
     for e in edges:
         # a package's own __init__ runs before its modules: not an edge of its own
         if e.src == e.dst or e.src.startswith(e.dst + "."):
+            continue
+        if e.typing_only:  # never imported at run time: it cannot make an import cycle
             continue
         out.setdefault(e.src, []).append(e)
     # Tarjan's strongly connected components, then one cycle through each
