@@ -8,8 +8,17 @@ import importlib
 import pytest
 
 from gpufleet.components.spec import ClusterInfo, NodeInfo
-from gpufleet.core.errors import HostsNotOurs
-from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, NODE_STATE, PROVIDERS, may_write
+from gpufleet.core.errors import GpufleetError, HostsNotOurs
+from gpufleet.provision import (
+    DEFAULT_CLOUD,
+    EXPIRY,
+    HOST_KEY,
+    LEASE,
+    NODE_STATE,
+    PROVIDERS,
+    may_write,
+    traits,
+)
 from gpufleet.remote.group import Group
 
 # What each provider declares it may write outside a run's workdir: the machines it creates
@@ -104,3 +113,39 @@ def test_a_host_key_is_replaced_only_where_the_provider_allows_it(monkeypatch, c
     monkeypatch.setattr(hostkeys, "replace_bootstrap_keys", lambda grp, save: calls.append(cloud))
     g.wait_ready(1)
     assert calls == ([cloud] if rotated else [])
+
+
+def test_the_registry_has_every_cloud_the_spec_accepts_and_the_catalog_lists():
+    from gpufleet.components import catalog, spec
+
+    assert tuple(PROVIDERS) == spec.CLOUDS
+    assert tuple(c for c, p in PROVIDERS.items() if p.catalog) == catalog.CLOUDS
+    assert tuple(c for c, p in PROVIDERS.items() if p.bills) == spec.PULUMI_CLOUDS
+    assert DEFAULT_CLOUD in PROVIDERS
+
+
+def test_traits_say_what_differs_between_providers():
+    assert {c: p.ssh_wait_s for c, p in PROVIDERS.items()} == {
+        "local": 30,
+        "vm": 600,
+        "ssh": 60,
+        "aws": 600,
+        "gcp": 600,
+        "azure": 600,
+    }
+    # only clouds bill, through Pulumi, with a catalog; only ssh's hosts are the user's own
+    assert [c for c, p in PROVIDERS.items() if p.pulumi] == ["aws", "gcp", "azure"]
+    assert [c for c, p in PROVIDERS.items() if p.own_hosts] == ["ssh"]
+    assert all(p.description for p in PROVIDERS.values())
+
+
+def test_a_provider_can_extend_exactly_when_its_provisioner_can_and_may_write_the_expiry():
+    for cloud, p in PROVIDERS.items():
+        cls = getattr(importlib.import_module(p.module), p.cls)
+        assert p.can_extend == hasattr(cls, "extend") == (EXPIRY in p.may_write), cloud
+
+
+def test_an_unknown_cloud_has_no_traits():
+    with pytest.raises(GpufleetError, match="no provisioner") as e:
+        traits("nope")
+    assert e.value.exit_code == 2 and e.value.hint == "use --cloud local"
