@@ -56,7 +56,7 @@ def catalog(
     cloud: Annotated[
         str | None,
         typer.Option(
-            help="aws | gcp | azure (any case)",
+            help=" | ".join(completers.CATALOG_CLOUDS) + " (any case)",
             autocompletion=completers.choices(completers.CATALOG_CLOUDS),
         ),
     ] = None,

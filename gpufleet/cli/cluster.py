@@ -18,6 +18,7 @@ from gpufleet.cli.common import (
     progress,
     when,
 )
+from gpufleet.provision import DEFAULT_CLOUD
 
 
 def spec_from_flags(**flags: object):
@@ -38,7 +39,7 @@ def up(
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="cluster name (default: gf-XXXXXX)")
     ] = None,
-    cloud: opt.Cloud = "local",
+    cloud: opt.Cloud = DEFAULT_CLOUD,
     nodes: opt.Nodes = None,
     instance_type: opt.InstanceType = None,
     region: opt.Region = None,
@@ -77,10 +78,9 @@ def up(
     terminal; --yes skips the question, --dry-run stops after it.
     """
     from gpufleet.cli import documents, spend
-    from gpufleet.clusters import cost, ops
+    from gpufleet.clusters import cost, lifecycle
     from gpufleet.jobs import validate
     from gpufleet.provision.ssh import from_flags
-    from gpufleet.remote import Group
 
     cloud = validate.cloud_name(cloud)
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
@@ -102,17 +102,7 @@ def up(
     )
     est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
     options = {"backend": backend} if backend else dict(byo_options)
-    started = time.monotonic()
-    progress(f"creating {spec.nodes} {spec.cloud} nodes for cluster {spec.name}")
-    info = ops.create(spec, progress, **options)
-    try:
-        with Group(info) as g:
-            g.wait_ready(timeout={"local": 30, "ssh": 60}.get(spec.cloud, 600), progress=progress)
-    except BaseException:
-        progress("nodes unreachable: removing what was created")
-        ops.destroy(info, progress, **options)
-        raise
-    progress(f"cluster {spec.name} ready in {time.monotonic() - started:.1f}s")
+    info = lifecycle.up(spec, progress, **options)
     if as_json:
         doc = documents.cluster(
             info,

@@ -14,19 +14,14 @@ from pathlib import Path
 
 import typer
 
+from gpufleet.provision import PROVIDERS
+
 Items = list[tuple[str, str]]  # (value, help): zsh and fish show the help next to the value
 
 # The values of options that are plain strings (validated later, with a clear error); tests
-# check each against the list the command validates with.
-CLOUDS = {
-    "local": "sandbox: every node a process on this machine",
-    "vm": "QEMU virtual machines on this machine",
-    "ssh": "your own hosts (--hosts or --inventory)",
-    "aws": "Amazon EC2, through Pulumi",
-    "gcp": "Google Compute Engine, through Pulumi",
-    "azure": "Azure VMs, through Pulumi",
-}
-CATALOG_CLOUDS = ("aws", "gcp", "azure")
+# check each against the list the command validates with. Clouds: the providers' registry.
+CLOUDS = {cloud: p.description for cloud, p in PROVIDERS.items()}
+CATALOG_CLOUDS = tuple(cloud for cloud, p in PROVIDERS.items() if p.catalog)
 LAUNCHERS = {
     "torchrun": "script or -m module, torch's environment on every rank",
     "none": "a shell command on every node",

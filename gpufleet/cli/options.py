@@ -15,7 +15,7 @@ ClusterName = Annotated[
 Cloud = Annotated[
     str,
     typer.Option(
-        help="local | vm | ssh | aws | gcp | azure (any case)",
+        help=" | ".join(completers.CLOUDS) + " (any case)",
         autocompletion=completers.choices(completers.CLOUDS),
     ),
 ]

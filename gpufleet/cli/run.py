@@ -18,6 +18,7 @@ from gpufleet.cli.common import (
     print_json,
     progress,
 )
+from gpufleet.provision import DEFAULT_CLOUD
 
 LAUNCHERS_HELP = (
     "torchrun (script or -m module) | mpirun | deepspeed (script) | none (shell command)"
@@ -50,7 +51,7 @@ def run(
         str | None,
         typer.Option("--name", "-n", help="name of the new cluster (default: run-XXXXXX)"),
     ] = None,
-    cloud: opt.Cloud = "local",
+    cloud: opt.Cloud = DEFAULT_CLOUD,
     nodes: opt.Nodes = None,
     instance_type: opt.InstanceType = None,
     region: opt.Region = None,
@@ -130,7 +131,7 @@ def run(
     """
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.jobs.launch import LAUNCHERS, LaunchOptions
-    from gpufleet.jobs.run import JobRequest
+    from gpufleet.jobs.run import JobRequest, run_job
 
     if launcher not in LAUNCHERS:
         raise typer.BadParameter("use " + ", ".join(LAUNCHERS), param_hint="--launcher")
@@ -140,7 +141,6 @@ def run(
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    from gpufleet.components.spec import PULUMI_CLOUDS
     from gpufleet.core import state
     from gpufleet.jobs import validate
     from gpufleet.provision.ssh import from_flags
@@ -178,38 +178,21 @@ def run(
         env=parse_pairs(env, "env"),
     )
     timeout_s = _timeout(timeout) if timeout else None
-    from gpufleet.clusters import cost
-
     if spec is not None:
         from gpufleet.cli import spend
 
         # the plan summary, --dry-run, --max-cost (in the spec's region) and the Y/n question
-        est = spend.gate(
+        spend.gate(
             spec,
             yes=yes,
             dry_run=dry_run,
             max_cost=max_cost,
             extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
         )
-        nodes_n, cloud_name, cluster_name = spec.nodes, spec.cloud, spec.name
-    else:
-        if dry_run:
-            typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
-            typer.echo("dry run: nothing was started")
-            raise typer.Exit(0)
-        import time
-
-        info = state.load(cluster or "")
-        recorded = state.load_spec(info.name)
-        # the TTL left, not --timeout, bounds what a run can cost if the CLI itself dies
-        est = cost.remaining(recorded, info.expires_at, time.time()) if recorded else None
-        if est is not None:
-            cost.check_budget(est, max_cost)
-        elif max_cost is not None and info.cloud in PULUMI_CLOUDS:
-            why = f"cannot enforce ${max_cost:.2f}: the cluster's spec is not recorded"
-            raise cost.OverBudget(max_cost, None, why)
-        nodes_n, cloud_name, cluster_name = len(info.nodes), info.cloud, info.name
-    usd_per_hour = est.usd_per_hour if est is not None else None
+    elif dry_run:
+        typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
+        typer.echo("dry run: nothing was started")
+        raise typer.Exit(0)
     gate = None
     if health_gate:
         from gpufleet.jobs.health import gate_hook
@@ -227,73 +210,12 @@ def run(
         include=list(include),
         exclude=list(exclude),
         provision_options=byo_options,
+        max_cost=max_cost,
+        timeout_s=timeout_s,
     )
-    raise typer.Exit(
-        _recorded(req, usd_per_hour, nodes_n, cloud_name, cluster_name, timeout_s, as_json)
-    )
-
-
-def _recorded(req, usd_per_hour, nodes, cloud, cluster, timeout_s, as_json=False) -> int:
-    """run_job, with its record and merged log kept under $GPUFLEET_HOME/runs/<id>/."""
-    import time
-
-    from gpufleet.core import deadline
-    from gpufleet.core.errors import ConnectionClosed, GpufleetError, JobFailed
-    from gpufleet.core.signals import Interrupted
-    from gpufleet.jobs import runs as runlog
-    from gpufleet.jobs.run import run_job
-
-    rec = runlog.RunRecord(
-        id=req.launch.run_id,
-        cluster=cluster,
-        cloud=cloud,
-        nodes=nodes,
-        launcher=req.launch.launcher,
-        command=list(req.launch.command),
-        started_at=time.time(),
-        usd_per_hour=usd_per_hour,
-    )
-    recorder = runlog.Recorder(rec)
+    on_end = (lambda rec: _print_result(req, rec)) if as_json else None
     printer = node_printer(to_stderr=True) if as_json else node_printer()
-
-    def say(message: str) -> None:
-        progress(message)
-        recorder.progress(message)
-
-    def stream(node: str, line: str, is_err: bool) -> None:
-        printer(node, line, is_err)
-        recorder.line(node, line, is_err)
-
-    say(f"run {rec.id} (`gpufleet logs {rec.id}`)")
-    code, status, job_code = 1, "failed", None
-    try:
-        if timeout_s:
-            deadline.arm(timeout_s)
-        code = job_code = run_job(req, say, stream)
-        status = "succeeded" if code == 0 else "failed"
-        return code
-    except deadline.TimedOut as e:
-        code, status = e.exit_code, "timed out"
-        raise
-    except Interrupted as e:
-        code, status = e.exit_code, "interrupted"
-        raise
-    except GpufleetError as e:
-        code = e.exit_code
-        if isinstance(e, JobFailed):
-            job_code = e.code
-        raise
-    except EOFError as e:  # a connection closed under the run: recorded with its own code
-        closed = ConnectionClosed(e)
-        code = closed.exit_code
-        raise closed from e
-    finally:
-        deadline.disarm()
-        recorder.finish(code, status, job_code)
-        cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
-        progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
-        if as_json:
-            _print_result(req, rec)
+    raise typer.Exit(run_job(req, progress, printer, on_end))
 
 
 def _print_result(req, rec) -> None:

@@ -8,7 +8,8 @@ from gpufleet.cli.common import ask
 from gpufleet.clusters import cost
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
+from gpufleet.components.spec import ClusterSpec
+from gpufleet.provision import traits
 
 
 class Declined(GpufleetError):
@@ -56,12 +57,13 @@ def gate(
         import typer
 
         raise typer.Exit(0)
-    if spec.cloud in PULUMI_CLOUDS and not yes and sys.stdin.isatty():
+    provider = traits(spec.cloud)
+    if provider.bills and not yes and sys.stdin.isatty():
         sys.stderr.write(f"gpufleet will create cluster {spec.name}:\n")
         sys.stderr.write("\n".join(cost.summary(est)) + "\n")
         if not ask("Create it?"):
             raise Declined()
-    if spec.cloud in PULUMI_CLOUDS:
+    if provider.pulumi:
         ensure_pulumi(yes)
     return est
 

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, replace
 
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
+from gpufleet.components.spec import ClusterSpec
+from gpufleet.provision import traits
 
 
 class OverBudget(GpufleetError):
@@ -55,7 +56,8 @@ class Estimate:
 def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
     price, note = 0.0, "free: runs on this machine"  # local sshds, or QEMU VMs
-    if spec.cloud in PULUMI_CLOUDS:
+    provider = traits(spec.cloud)
+    if provider.bills:
         from gpufleet.components.catalog import lookup
 
         it = lookup(spec.cloud, spec.instance_type or "")
@@ -80,7 +82,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
                 note = f"on demand, {it.price_region}, catalog prices of {it.price_date}"
                 if spec.spot:
                     note += "; no spot price in the catalog: an upper bound for spot"
-    elif spec.cloud not in ("local", "vm"):
+    elif provider.own_hosts:
         price, note = None, "your own machines"
     return Estimate(
         cloud=spec.cloud,
@@ -126,7 +128,7 @@ def check_budget(e: Estimate, max_cost: float | None) -> None:
     if max_cost is None:
         return
     total = e.usd_at_ttl
-    if e.cloud not in PULUMI_CLOUDS:
+    if not traits(e.cloud).bills:
         return
     if total is None:
         raise OverBudget(max_cost, None, f"cannot enforce ${max_cost:.2f}: {e.price_note}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
+from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import (
     ClusterBusy,
@@ -17,7 +17,7 @@ from gpufleet.core.errors import (
     StateDamaged,
 )
 from gpufleet.core.signals import shielded
-from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write
+from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write, traits
 from gpufleet.remote import sshconfig
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
         progress(f"{name}: spec.json unreadable too; assuming a sandbox cluster")
     # processes whose command line names the folder (sandbox sshd, watchdog): always safe
     stop_by_folder(name)
-    if spec is not None and spec.cloud in PULUMI_CLOUDS:
+    if spec is not None and traits(spec.cloud).pulumi:  # its stack, destroyed by name
         stub = SimpleNamespace(name=name, provider={}, nodes=[])
         for_cloud(spec.cloud, **options).down(stub, progress)  # type: ignore[arg-type]
     state.forget(name, removed=True)

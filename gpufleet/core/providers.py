@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpufleet.components.exitcodes import ExitCode
+
 # What gpufleet can write on a machine outside a run's workdir. The node state files can remove
 # the machine (its own expiry reads them: images/ttl/gpufleet-expire, the sandbox watchdog);
 # the host key is sshd's own, replaced on first contact (remote/hostkeys.py).
@@ -15,8 +17,8 @@ NODE_STATE = frozenset({LEASE, EXPIRY, HOST_KEY})
 
 @dataclass(frozen=True)
 class Provider:
-    """A provider's entry: where its provisioner lives and what gpufleet may write on its
-    machines outside a run's workdir.
+    """A provider's entry: where its provisioner lives, what gpufleet may write on its machines
+    outside a run's workdir, and the traits that make the rest of gpufleet treat it apart.
 
     The rule: gpufleet never leaves on a machine it did not create anything that can remove,
     stop or change it, so a provider of machines the user already has (`ssh`) declares
@@ -28,19 +30,72 @@ class Provider:
     cls: str
     may_write: frozenset[str]
     takes_options: bool = True
+    description: str = ""  # one line, next to the name in shell completion
+    ssh_wait_s: float = 600.0  # how long `up` waits for a new cluster's nodes to answer SSH
+    bills: bool = False  # its nodes cost money: plan summary and Y/n first, --max-cost applies
+    pulumi: bool = False  # made by a Pulumi stack: needs the Pulumi CLI; a stack to destroy
+    catalog: bool = False  # instance types in components/catalog (GPUs, fabric, price)
+    own_hosts: bool = False  # machines the user already has: their price is not gpufleet's to know
+    can_extend: bool = True  # `extend` can move its nodes' hard expiry
+
+
+def _cloud(description: str) -> Provider:
+    return Provider(
+        "gpufleet.provision.pulumi",
+        "PulumiProvisioner",
+        NODE_STATE,
+        description=description,
+        bills=True,
+        pulumi=True,
+        catalog=True,
+    )
 
 
 # Module paths as strings: this table sits below remote/ (Group reads may_write), the
 # provisioners above it (provision.for_cloud imports them).
 PROVIDERS: dict[str, Provider] = {
-    "local": Provider("gpufleet.provision.local", "LocalProvisioner", NODE_STATE, False),
-    "vm": Provider("gpufleet.provision.vm", "VmProvisioner", NODE_STATE),
-    "ssh": Provider("gpufleet.provision.ssh", "SSHProvisioner", frozenset()),
-    **{
-        c: Provider("gpufleet.provision.pulumi", "PulumiProvisioner", NODE_STATE)
-        for c in ("aws", "gcp", "azure")
-    },
+    "local": Provider(
+        "gpufleet.provision.local",
+        "LocalProvisioner",
+        NODE_STATE,
+        False,
+        description="sandbox: every node a process on this machine",
+        ssh_wait_s=30,
+    ),
+    "vm": Provider(
+        "gpufleet.provision.vm",
+        "VmProvisioner",
+        NODE_STATE,
+        description="QEMU virtual machines on this machine",
+    ),
+    "ssh": Provider(
+        "gpufleet.provision.ssh",
+        "SSHProvisioner",
+        frozenset(),
+        description="your own hosts (--hosts or --inventory)",
+        ssh_wait_s=60,
+        own_hosts=True,
+        can_extend=False,
+    ),
+    "aws": _cloud("Amazon EC2, through Pulumi"),
+    "gcp": _cloud("Google Compute Engine, through Pulumi"),
+    "azure": _cloud("Azure VMs, through Pulumi"),
 }
+DEFAULT_CLOUD = "local"  # `up` and `run` without --cloud
+
+
+def traits(cloud: str) -> Provider:
+    """A cloud's entry in PROVIDERS; an unknown cloud is a usage error."""
+    p = PROVIDERS.get(cloud)
+    if p is None:
+        from gpufleet.core.errors import GpufleetError
+
+        raise GpufleetError(
+            f"cloud {cloud!r} has no provisioner yet",
+            hint="use --cloud local",
+            exit_code=ExitCode.USAGE,
+        )
+    return p
 
 
 def may_write(cloud: str) -> frozenset[str]:

@@ -11,6 +11,7 @@ from gpufleet.components.resources import data_dir
 from gpufleet.components.spec import ClusterInfo
 from gpufleet.core.errors import GpufleetError
 from gpufleet.jobs import launch
+from gpufleet.provision import traits
 from gpufleet.remote import Group
 
 SCRIPTS = data_dir("scripts")
@@ -69,7 +70,7 @@ def expected_for(info: ClusterInfo) -> Expected:
     from gpufleet.components import catalog
     from gpufleet.components.errors import CatalogError
 
-    if info.cloud in ("local", "vm", "ssh") or not info.instance_type:
+    if not traits(info.cloud).catalog or not info.instance_type:
         return Expected(fabric=info.fabric)
     try:
         it = catalog.lookup(info.cloud, info.instance_type)

@@ -1,7 +1,8 @@
-"""One-shot `run`: create (or reuse) a cluster, sync, set up, launch, and always tear down."""
+"""The `run` lifecycle: budget, record, deadline; create or reuse a cluster, launch, tear down."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import threading
@@ -10,10 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.clusters import ops
+from gpufleet.clusters import cost, lifecycle
+from gpufleet.clusters.cost import Estimate
 from gpufleet.components.spec import ClusterInfo, ClusterSpec
-from gpufleet.core import state
+from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
+    ConnectionClosed,
     GpufleetError,
     JobFailed,
     MissingTool,
@@ -22,9 +25,9 @@ from gpufleet.core.errors import (
     SpecError,
 )
 from gpufleet.core.signals import Interrupted, raise_pending, shielded, start_threads
-from gpufleet.jobs import launch, sync
+from gpufleet.jobs import launch, runs, sync
 from gpufleet.jobs.launch import LaunchOptions
-from gpufleet.provision import LEASE, Progress
+from gpufleet.provision import LEASE, Progress, traits
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
 
@@ -60,12 +63,14 @@ class JobRequest:
     cluster: str | None = None  # ... or reuse this one (never torn down by the run)
     setup: str | None = None
     keep: bool = False  # keep a cluster this run created
-    ssh_timeout: float = 600.0
+    ssh_timeout: float | None = 600.0  # None: as long as the provider says (as `up` waits)
     health_gate: Callable[[ClusterInfo, Group], None] | None = None
     fail_fast: bool = True  # the first failing node stops the job everywhere
     include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
     exclude: list[str] = field(default_factory=list)  # never sync these
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
+    max_cost: float | None = None  # USD: refuse to start over it (cost.check_budget)
+    timeout_s: float | None = None  # stop the whole run after this long (core/deadline.py)
 
 
 class _LeaseKeeper:
@@ -180,26 +185,121 @@ def _mpi_stream(info: ClusterInfo, opts: LaunchOptions, group: Group, stream: St
     return route
 
 
-def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
-    """Run the job: 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
-    created: ClusterInfo | None = None
+def run_job(
+    req: JobRequest,
+    progress: Progress,
+    stream: Stream,
+    on_end: Callable[[runs.RunRecord], None] | None = None,
+) -> int:
+    """The `run` lifecycle, for the command and for Python alike: --max-cost checked, then
+    the job run (run_on_cluster) under --timeout, with its record and merged log kept under
+    $GPUFLEET_HOME/runs/<id>/. 0, or the error that ended it; on_end gets the ended record."""
+    existing = state.load(req.cluster or "") if req.spec is None else None
+    est = _budget(req, existing)
+    if existing is None:
+        assert req.spec is not None
+        name, cloud, nodes = req.spec.name, req.spec.cloud, req.spec.nodes
+    else:
+        name, cloud, nodes = existing.name, existing.cloud, len(existing.nodes)
+    rec = runs.RunRecord(
+        id=req.launch.run_id,
+        cluster=name,
+        cloud=cloud,
+        nodes=nodes,
+        launcher=req.launch.launcher,
+        command=list(req.launch.command),
+        started_at=time.time(),
+        usd_per_hour=est.usd_per_hour if est is not None else None,
+    )
+    recorder = runs.Recorder(rec)
+
+    def say(message: str) -> None:
+        progress(message)
+        recorder.progress(message)
+
+    def tee(node: str, line: str, is_err: bool) -> None:
+        stream(node, line, is_err)
+        recorder.line(node, line, is_err)
+
+    say(f"run {rec.id} (`gpufleet logs {rec.id}`)")
+    code, status, job_code = 1, "failed", None
+    try:
+        if req.timeout_s:
+            deadline.arm(req.timeout_s)
+        code = job_code = run_on_cluster(req, say, tee)
+        status = "succeeded" if code == 0 else "failed"
+        return code
+    except deadline.TimedOut as e:
+        code, status = e.exit_code, "timed out"
+        raise
+    except Interrupted as e:
+        code, status = e.exit_code, "interrupted"
+        raise
+    except GpufleetError as e:
+        code = e.exit_code
+        if isinstance(e, JobFailed):
+            job_code = e.code
+        raise
+    except EOFError as e:  # a connection closed under the run: recorded with its own code
+        closed = ConnectionClosed(e)
+        code = closed.exit_code
+        raise closed from e
+    finally:
+        deadline.disarm()
+        recorder.finish(code, status, job_code)
+        cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
+        progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
+        if on_end is not None:
+            on_end(rec)
+
+
+def _budget(req: JobRequest, info: ClusterInfo | None) -> Estimate | None:
+    """--max-cost before anything starts: a new cluster's price at its TTL; on an existing
+    one (info), what is left of its TTL bounds what the run can cost if the CLI itself dies."""
+    if info is None:
+        assert req.spec is not None
+        est = cost.estimate(req.spec)
+        cost.check_budget(est, req.max_cost)
+        return est
+    recorded = state.load_spec(info.name)
+    if recorded is None:
+        if req.max_cost is not None and traits(info.cloud).bills:
+            why = f"cannot enforce ${req.max_cost:.2f}: the cluster's spec is not recorded"
+            raise cost.OverBudget(req.max_cost, None, why)
+        return None
+    est = cost.remaining(recorded, info.expires_at, time.time())
+    cost.check_budget(est, req.max_cost)
+    return est
+
+
+def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
+    """The job on its cluster: created for it (and removed after, unless kept) or an existing
+    one. 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
+    try:
+        if req.cluster:
+            cluster = contextlib.nullcontext(state.load(req.cluster))
+        else:
+            assert req.spec is not None
+            cluster = lifecycle.for_run(req.spec, progress, keep=req.keep, **req.provision_options)
+        with cluster as info:
+            return _job(info, req, progress, stream, created=req.cluster is None)
+    finally:
+        raise_pending()  # a signal during teardown still ends the CLI with its code
+
+
+def _job(
+    info: ClusterInfo, req: JobRequest, progress: Progress, stream: Stream, created: bool
+) -> int:
+    """Wait for SSH, renew the lease of a cluster it created, sync, set up, gate, launch."""
     group: Group | None = None
     lease: _LeaseKeeper | None = None
     try:
-        if req.cluster:
-            info = state.load(req.cluster)
-        else:
-            assert req.spec is not None
-            progress(f"creating {req.spec.nodes} {req.spec.cloud} nodes ({req.spec.name})")
-            # owned by this process unless kept: `gpufleet sweep` removes it if we die
-            owner = None if req.keep else os.getpid()
-            info = created = ops.create(req.spec, progress, owner=owner, **req.provision_options)
         group = Group(info)
         started = time.monotonic()
         # a refused connection on a cluster that already existed: its node is gone
-        group.wait_ready(req.ssh_timeout, refused_fails=created is None, progress=progress)
+        lifecycle.wait_ready(group, progress, req.ssh_timeout, refused_fails=not created)
         progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
-        if created is not None and LEASE in group.may_write:
+        if created and LEASE in group.may_write:
             lease = _LeaseKeeper(group, progress)
             lease.start()
         sync.sync(
@@ -259,15 +359,3 @@ def run_job(req: JobRequest, progress: Progress, stream: Stream) -> int:
                     group.write_lease(None)  # kept: only its hard expiry applies now
             if group is not None:
                 group.close()
-            if created is not None and not req.keep:
-                progress(f"tearing down {created.name}")
-                try:
-                    ops.destroy(created, progress, **req.provision_options)
-                except GpufleetError as e:
-                    progress(f"teardown failed: {e}; run `gpufleet down {created.name}`")
-                    raise
-            elif created is not None:
-                progress(
-                    f"kept cluster {created.name}: remove it with `gpufleet down {created.name}`"
-                )
-        raise_pending()  # a signal during teardown still ends the CLI with its code

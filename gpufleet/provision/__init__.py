@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.core.providers import (  # noqa: F401  (re-exported: the table sits below remote/)
+    DEFAULT_CLOUD,
     EXPIRY,
     HOST_KEY,
     LEASE,
@@ -16,7 +15,11 @@ from gpufleet.core.providers import (  # noqa: F401  (re-exported: the table sit
     PROVIDERS,
     Provider,
     may_write,
+    traits,
 )
+
+if TYPE_CHECKING:  # shell completion reads the registry: no pydantic at every TAB
+    from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 Progress = Callable[[str], None]
 
@@ -49,14 +52,6 @@ class Provisioner(Protocol):
 
 def for_cloud(cloud: str, **options: object) -> Provisioner:
     """The provisioner for a cloud: the one place that picks by cloud name (PROVIDERS)."""
-    p = PROVIDERS.get(cloud)
-    if p is None:
-        from gpufleet.core.errors import GpufleetError
-
-        raise GpufleetError(
-            f"cloud {cloud!r} has no provisioner yet",
-            hint="use --cloud local",
-            exit_code=ExitCode.USAGE,
-        )
+    p = traits(cloud)
     cls = getattr(importlib.import_module(p.module), p.cls)
     return cls(**options) if p.takes_options else cls()

@@ -29,7 +29,7 @@ def test_an_eof_error_under_run_says_why_not_aborted(
     def closed(*args, **kwargs):
         raise EOFError("group closed")
 
-    monkeypatch.setattr(job, "run_job", closed)
+    monkeypatch.setattr(job, "run_on_cluster", closed)
     (tmp_path / "job.py").write_text("print('hi')\n")
     argv = ["run", "--cluster", recorded_cluster, "--launcher", launcher]
     code = main([*argv, "--workdir", str(tmp_path), "--", "job.py"])

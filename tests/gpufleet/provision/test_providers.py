@@ -8,8 +8,17 @@ import importlib
 import pytest
 
 from gpufleet.components.spec import ClusterInfo, NodeInfo
-from gpufleet.core.errors import HostsNotOurs
-from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, NODE_STATE, PROVIDERS, may_write
+from gpufleet.core.errors import GpufleetError, HostsNotOurs
+from gpufleet.provision import (
+    DEFAULT_CLOUD,
+    EXPIRY,
+    HOST_KEY,
+    LEASE,
+    NODE_STATE,
+    PROVIDERS,
+    may_write,
+    traits,
+)
 from gpufleet.remote.group import Group
 
 # What each provider declares it may write outside a run's workdir: the machines it creates
@@ -131,3 +140,39 @@ def test_the_byo_provisioner_refuses_extend_as_the_cli_does(monkeypatch):
     with pytest.raises(HostsNotOurs, match="no expiry") as e:
         SSHProvisioner().extend(_cluster("ssh"), 1900000000)
     assert e.value.exit_code == 2 and "cloud=ssh" in str(e.value) and e.value.hint
+
+
+def test_the_registry_has_every_cloud_the_spec_accepts_and_the_catalog_lists():
+    from gpufleet.components import catalog, spec
+
+    assert tuple(PROVIDERS) == spec.CLOUDS
+    assert tuple(c for c, p in PROVIDERS.items() if p.catalog) == catalog.CLOUDS
+    assert tuple(c for c, p in PROVIDERS.items() if p.bills) == spec.PULUMI_CLOUDS
+    assert DEFAULT_CLOUD in PROVIDERS
+
+
+def test_traits_say_what_differs_between_providers():
+    assert {c: p.ssh_wait_s for c, p in PROVIDERS.items()} == {
+        "local": 30,
+        "vm": 600,
+        "ssh": 60,
+        "aws": 600,
+        "gcp": 600,
+        "azure": 600,
+    }
+    # only clouds bill, through Pulumi, with a catalog; only ssh's hosts are the user's own
+    assert [c for c, p in PROVIDERS.items() if p.pulumi] == ["aws", "gcp", "azure"]
+    assert [c for c, p in PROVIDERS.items() if p.own_hosts] == ["ssh"]
+    assert all(p.description for p in PROVIDERS.values())
+
+
+def test_a_provider_can_extend_exactly_when_it_may_write_the_expiry():
+    """Every provisioner has `extend` (the protocol); one that may not write the expiry refuses."""
+    for cloud, p in PROVIDERS.items():
+        assert p.can_extend == (EXPIRY in p.may_write), cloud
+
+
+def test_an_unknown_cloud_has_no_traits():
+    with pytest.raises(GpufleetError, match="no provisioner") as e:
+        traits("nope")
+    assert e.value.exit_code == 2 and e.value.hint == "use --cloud local"
