@@ -22,7 +22,7 @@ from gpufleet.cli.common import (
 
 def spec_from_flags(**flags: object):
     """Build and validate the ClusterSpec from CLI flags (only the ones given)."""
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
     data = {k: v for k, v in flags.items() if v not in (None, [], {})}
     return ClusterSpec.from_input(data)

@@ -140,7 +140,7 @@ def run(
         raise typer.BadParameter("give the job after --, e.g. -- train.py --epochs 1")
     if not workdir.is_dir():
         raise typer.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    from gpufleet.components.spec import PULUMI_CLOUDS
+    from gpufleet.components.clouds import PULUMI_CLOUDS
     from gpufleet.core import state
     from gpufleet.jobs import validate
     from gpufleet.provision.ssh import from_flags

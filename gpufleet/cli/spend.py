@@ -6,9 +6,10 @@ import sys
 
 from gpufleet.cli.common import ask
 from gpufleet.clusters import cost
+from gpufleet.components.clouds import PULUMI_CLOUDS
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class Declined(GpufleetError):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from gpufleet.components.clouds import PULUMI_CLOUDS
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterSpec
 
 
 class OverBudget(GpufleetError):

@@ -8,8 +8,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from gpufleet.components.clouds import PULUMI_CLOUDS
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import PULUMI_CLOUDS, ClusterInfo, ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import (
     ClusterBusy,

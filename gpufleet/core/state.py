@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.core.errors import ClusterBusy, ClusterExpired, ClusterNotFound, StateDamaged
 
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
-    from gpufleet.components.spec import ClusterInfo, ClusterSpec
+    from gpufleet.components.clusterinfo import ClusterInfo
+    from gpufleet.components.clusterspec import ClusterSpec
 
 
 def home() -> Path:
@@ -107,7 +108,7 @@ def save_spec(spec: ClusterSpec) -> None:
 
 
 def load_spec(name: str) -> ClusterSpec | None:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
     p = cluster_dir(name) / "spec.json"
     return ClusterSpec.model_validate_json(p.read_text()) if p.exists() else None
@@ -139,7 +140,7 @@ def _read_json(name: str) -> dict[str, Any]:
 
 def load(name: str) -> ClusterInfo:
     data = _read_json(name)
-    from gpufleet.components.spec import ClusterInfo
+    from gpufleet.components.clusterinfo import ClusterInfo
 
     try:
         return ClusterInfo.model_validate(data)

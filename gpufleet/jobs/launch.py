@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.fabric import instance_nccl_env, library_paths
-from gpufleet.components.spec import ClusterInfo
 from gpufleet.jobs import hostfile
 from gpufleet.remote import sshconfig
 

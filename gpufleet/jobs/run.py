@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.clusters import ops
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import (
     GpufleetError,

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
 
 Progress = Callable[[str], None]
 

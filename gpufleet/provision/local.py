@@ -28,7 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
+from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress

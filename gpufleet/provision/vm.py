@@ -21,7 +21,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
+from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress

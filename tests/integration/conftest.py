@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.clusters import ops
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.provision.local import find_sshd, sandbox_processes
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import ClusterExpired
 from gpufleet.provision.local import LocalProvisioner, _cmdline, start_watchdog

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.fabric import instance_nccl_env
-from gpufleet.components.spec import ClusterInfo
 from gpufleet.jobs import launch
 from gpufleet.jobs.launch import LaunchOptions
 from tests.gpufleet import fakes as clusters

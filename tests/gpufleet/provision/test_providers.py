@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.core.errors import HostsNotOurs
 from gpufleet.provision import EXPIRY, HOST_KEY, LEASE, NODE_STATE, PROVIDERS, may_write
 from gpufleet.remote.group import Group
@@ -87,7 +87,7 @@ def test_extend_refuses_byo_hosts_before_contacting_them(monkeypatch):
 
 @pytest.mark.parametrize(("cloud", "rotated"), [("ssh", False), ("local", True)])
 def test_a_host_key_is_replaced_only_where_the_provider_allows_it(monkeypatch, cloud, rotated):
-    from gpufleet.components.spec import HostKeyRotation
+    from gpufleet.components.hostkeyrotation import HostKeyRotation
     from gpufleet.remote import hostkeys
 
     info = _cluster(cloud).model_copy(

@@ -24,7 +24,7 @@ def test_prepare_script_is_valid_sh_and_warms_every_worker():
 def _vm_info():
     """VM-shaped: each node's ssh_port is forwarded on this machine's 127.0.0.1; inside the
     VMs' network (where the head reaches the workers) sshd listens on 22."""
-    from gpufleet.components.spec import ClusterInfo, NodeInfo
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 
     nodes = [
         NodeInfo(
