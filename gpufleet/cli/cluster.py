@@ -239,7 +239,7 @@ def sweep(
     from gpufleet.clusters import ops
     from gpufleet.core import state
     from gpufleet.core.errors import StateDamaged
-    from gpufleet.provision.local import stray_processes, terminate
+    from gpufleet.provision.localprocs import stray_processes, terminate
 
     found = 0
     handled = set()

@@ -96,7 +96,7 @@ def destroy_name(name: str, progress: Progress, **options: object) -> bool:
 
 def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
     """No readable ClusterInfo: stop what the folder names, destroy the stack, remove files."""
-    from gpufleet.provision.local import stop_by_folder
+    from gpufleet.provision.localprocs import stop_by_folder
 
     spec = None
     try:

@@ -27,14 +27,8 @@ from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress
-from gpufleet.provision.local import (
-    _alive,
-    _cmdline,
-    _write,
-    folder_processes,
-    free_port,
-    terminate,
-)
+from gpufleet.provision.localprocs import _alive, _cmdline, folder_processes, terminate
+from gpufleet.provision.localsshd import _write, free_port
 from gpufleet.provision.vmimage import (
     GUEST_PYTHON_DIR,
     PYTHON_SHARE_TAG,
