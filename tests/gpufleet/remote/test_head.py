@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from gpufleet.remote import head
-from tests.gpufleet.jobs.test_sync import _info
+from tests.gpufleet.jobs.test_rsync import _info
 
 
 def test_head_known_hosts_pins_workers_at_private_addresses():
