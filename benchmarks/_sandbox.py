@@ -103,7 +103,7 @@ def make_cluster(name: str, n: int, **fields: Any) -> Any:
     inside the first timed run.
     """
     from gpufleet.clusters import ops
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
     from gpufleet.core import state
     from gpufleet.remote import Group
 

@@ -26,7 +26,7 @@ from gpufleet.components.fleet import fleet_tags, node_user_data
 from gpufleet.components.keys import cluster_keys
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 READY_TIMEOUT_S = 90 * 60  # a driver install with a reboot, on a slow mirror
 DOWN_TIMEOUT_S = 10 * 60

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from gpufleet.components.imageversions import IMAGES, for_node
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 
 @dataclass(frozen=True)

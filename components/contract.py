@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.components.spec import ClusterInfo, HostKeyRotation, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+from gpufleet.components.hostkeyrotation import HostKeyRotation
 
 # Every GpufleetComponent registers exactly these outputs (tests assert it per cloud).
 OUTPUT_NAMES: tuple[str, ...] = (

@@ -8,9 +8,9 @@ from typing import Any
 import pulumi
 
 from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
 from gpufleet.components.keys import cluster_keys
-from gpufleet.components.spec import ClusterSpec
 
 
 def fleet_tags(spec: ClusterSpec, expires_at: int | pulumi.Output[int]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.components.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from gpufleet.components.clusterspec import ClusterSpec
     from gpufleet.components.offers import Availability, CheckOffered
-    from gpufleet.components.spec import ClusterSpec
 
 _FLEETS = {
     "aws": "gpufleet.components.aws",

@@ -6,10 +6,10 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
 from gpufleet.components.registry import REGION_KEYS
 from gpufleet.components.resources import data_dir
-from gpufleet.components.spec import ClusterSpec
 
 STACKS_DIR = data_dir("stacks")  # the ready stacks this installation ships
 # The structured config object holding the ClusterSpec fields, e.g. `gpufleet:cluster: {nodes: 2}`.

@@ -19,7 +19,7 @@ def gpufleet(*args: str, **kw) -> subprocess.CompletedProcess:
 
 def main() -> int:
     sys.path.insert(0, str(HERE.parent))
-    from gpufleet.provision.local import sandbox_processes
+    from gpufleet.provision.localprocs import sandbox_processes
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     print(

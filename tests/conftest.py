@@ -30,7 +30,7 @@ def stop_everything_under(home: Path) -> None:
     GPUFLEET_HOME must name `home`: the helpers find a cluster's processes through it.
     """
     from gpufleet.core import state
-    from gpufleet.provision import local
+    from gpufleet.provision import localprocs
     from gpufleet.remote import head, holder
 
     clusters = home / "clusters"
@@ -41,8 +41,8 @@ def stop_everything_under(home: Path) -> None:
             holder.stop(cdir.name)
         with contextlib.suppress(Exception):
             head.stop_mux(state.load(cdir.name))  # as `down` does; a damaged record: below
-        local.stop_by_folder(cdir.name)  # sshds, watchdog, QEMU, sessions, mux by folder
-    local.terminate(local.stray_processes())  # of folders already removed
+        localprocs.stop_by_folder(cdir.name)  # sshds, watchdog, QEMU, sessions, mux by folder
+    localprocs.terminate(localprocs.stray_processes())  # of folders already removed
 
 
 @pytest.fixture

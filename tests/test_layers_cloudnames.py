@@ -1,5 +1,5 @@
 """No cloud names outside the providers' registry and the provisioners: what differs between
-providers is a trait in the registry's PROVIDERS (gpufleet/core/providers.py), never `if cloud == "aws"` elsewhere."""
+providers is a trait in PROVIDERS (gpufleet/core/providers.py), never `if cloud == "aws"`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gpufleet.provision import PROVIDERS
 ROOT = Path(__file__).resolve().parents[1] / "gpufleet"
 ALLOWED = ("provision", "components")  # the provisioners, the spec's own tables
 REGISTRY = Path("core/providers.py")  # the one table of providers and their traits
-CLOUD_LISTS = ("PULUMI_CLOUDS",)  # components/spec.py's validation table
+CLOUD_LISTS = ("PULUMI_CLOUDS",)  # components/clouds.py's table
 
 
 def _cloud(node: ast.AST) -> bool:
@@ -80,7 +80,7 @@ def test_no_module_outside_the_registry_branches_on_a_cloud_name():
         'x = info.cloud in ("local", "vm", "ssh")\n',
         'x = cloud not in ["local"]\n',
         'wait = {"local": 30, "ssh": 60}.get(spec.cloud, 600)\n',
-        "from gpufleet.components.spec import PULUMI_CLOUDS\n",
+        "from gpufleet.components.clouds import PULUMI_CLOUDS\n",
         "x = spec.cloud in PULUMI_CLOUDS\n",
         "x = spec.cloud in spec_module.PULUMI_CLOUDS\n",
         'CLOUDS = ("aws", "gcp", "azure")\n',

@@ -13,7 +13,7 @@ from gpufleet.components.bake import ImageBakeComponent
 from gpufleet.components.registry import offer_check
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it installs
 

@@ -16,7 +16,7 @@ from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.registry import offer_check
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6). The name
 # follows AWS's rule (DLAMI name minus "deep", "learning", "ami") and is the one public IaC uses.

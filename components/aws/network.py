@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 VPC_CIDR = "10.42.0.0/16"
 # The fleet's one subnet (EFA cannot cross subnets): 1019 usable addresses (EC2 keeps five of

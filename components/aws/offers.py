@@ -11,7 +11,7 @@ from gpufleet.components.errors import SpecError
 from gpufleet.components.offers import Availability, Offered, Status, under_mocks
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 API = "EC2 DescribeInstanceTypeOfferings"
 CATALOG_HINT = "see `gpufleet catalog --cloud aws`"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from gpufleet.components.errors import SpecError
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # Broader than this, an SSH CIDR routed to the internet gateway would take most of the
 # internet away from the NAT gateway the workers depend on.

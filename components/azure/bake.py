@@ -22,7 +22,7 @@ from gpufleet.components.azure.network import build_network, public_nic, vm_prof
 from gpufleet.components.bake import ImageBakeComponent
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 DEFAULT_BUILDER = "Standard_NC4as_T4_v3"
 IMAGE_VERSION = "1.0.0"

@@ -15,7 +15,7 @@ from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.registry import offer_check
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # Built-in role "Virtual Machine Contributor" (VMs, their disks and NICs): given to each node's
 # own identity on its own VM, NIC and OS disk only, so that it can delete itself at expiry and

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_azure_native as az
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
 VNET_CIDR = "10.45.0.0/16"

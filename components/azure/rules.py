@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from gpufleet.components.errors import SpecError
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # ARM tag limits (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources
 # #limitations): names up to 512 characters, case-insensitive, without < > % & \ ? /, not

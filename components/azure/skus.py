@@ -15,7 +15,7 @@ from gpufleet.components.errors import GpufleetError, SpecError
 from gpufleet.components.offers import Availability, Offered, under_mocks
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 API_VERSION = "2021-07-01"
 API = f"ARM Resource SKUs (Microsoft.Compute/skus, api-version {API_VERSION})"

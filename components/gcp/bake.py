@@ -13,7 +13,7 @@ from gpufleet.components.gcp.network import build_networks
 from gpufleet.components.gcp.rules import default_zone, labels
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 DEFAULT_BUILDER = "g2-standard-8"
 

@@ -23,7 +23,7 @@ from gpufleet.components.gcp.rules import (
 from gpufleet.components.registry import offer_check
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
 # files, still to verify at deploy time). The boot disk names the family itself, not the image

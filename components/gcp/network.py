@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 PRIMARY_CIDR = "10.43.0.0/20"
 # A3 GPU NICs: one VPC and subnet each (Cluster Toolkit's multivpc layout, facts §2.5).

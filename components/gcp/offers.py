@@ -10,7 +10,7 @@ from gpufleet.components.gcp.rules import series, zone_and_region, zones_for
 from gpufleet.components.offers import Availability, Offered, under_mocks
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 API = "GCE machineTypes.list"
 TABLE = "gpufleet's zone table (components/gcp/rules.py ZONES)"

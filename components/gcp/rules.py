@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.components.errors import SpecError
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 # GCE's limit on a VM's run time, by duration or termination time: 120 days (limit-vm-runtime).
 MAX_RUN_MINUTES = 120 * 24 * 60

@@ -23,7 +23,7 @@ from gpufleet.provision import DEFAULT_CLOUD
 
 def spec_from_flags(**flags: object):
     """Build and validate the ClusterSpec from CLI flags (only the ones given)."""
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
     data = {k: v for k, v in flags.items() if v not in (None, [], {})}
     return ClusterSpec.from_input(data)
@@ -229,7 +229,7 @@ def sweep(
     from gpufleet.clusters import ops
     from gpufleet.core import state
     from gpufleet.core.errors import StateDamaged
-    from gpufleet.provision.local import stray_processes, terminate
+    from gpufleet.provision.localprocs import stray_processes, terminate
 
     found = 0
     handled = set()

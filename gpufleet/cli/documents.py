@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterInfo
+    from gpufleet.components.clusterinfo import ClusterInfo
 
 SCHEMA_VERSION = 1
 # A kind whose shape changed other than by new fields: its version (gpufleet/schemas/).

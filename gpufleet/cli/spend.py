@@ -6,9 +6,9 @@ import sys
 
 from gpufleet.cli.common import ask
 from gpufleet.clusters import cost
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision import traits
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision import traits
 
 

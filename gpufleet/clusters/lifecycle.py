@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gpufleet.clusters import ops
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core.errors import GpufleetError
 from gpufleet.core.signals import shielded
 from gpufleet.provision import Progress, traits

@@ -8,7 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import (
     ClusterBusy,
@@ -92,7 +93,7 @@ def destroy_name(name: str, progress: Progress, **options: object) -> bool:
 
 def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
     """No readable ClusterInfo: stop what the folder names, destroy the stack, remove files."""
-    from gpufleet.provision.local import stop_by_folder
+    from gpufleet.provision.localprocs import stop_by_folder
 
     spec = None
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
 SECRET_OUTPUTS = ("ssh_private_key",)
 # Inputs that are long blobs: a plan shows their size, `gpufleet image render` their text.

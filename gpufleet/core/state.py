@@ -18,7 +18,8 @@ from gpufleet.core.errors import ClusterBusy, ClusterExpired, ClusterNotFound, S
 if TYPE_CHECKING:  # pydantic costs ~100 ms of start-up; exec's fast path avoids it
     from typing import TypeAlias
 
-    from gpufleet.components.spec import ClusterInfo, ClusterSpec
+    from gpufleet.components.clusterinfo import ClusterInfo
+    from gpufleet.components.clusterspec import ClusterSpec
 
     # A cluster's record as the commands with a fast path (exec, sync) take it: validated
     # (load) or the pydantic-free view (load_view), read the same way.
@@ -113,7 +114,7 @@ def save_spec(spec: ClusterSpec) -> None:
 
 
 def load_spec(name: str) -> ClusterSpec | None:
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
     p = cluster_dir(name) / "spec.json"
     return ClusterSpec.model_validate_json(p.read_text()) if p.exists() else None
@@ -145,7 +146,7 @@ def _read_json(name: str) -> dict[str, Any]:
 
 def load(name: str) -> ClusterInfo:
     data = _read_json(name)
-    from gpufleet.components.spec import ClusterInfo
+    from gpufleet.components.clusterinfo import ClusterInfo
 
     try:
         return ClusterInfo.model_validate(data)

@@ -7,8 +7,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.resources import data_dir
-from gpufleet.components.spec import ClusterInfo
 from gpufleet.core.errors import GpufleetError
 from gpufleet.jobs import launch
 from gpufleet.provision import traits

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.components.errors import SpecError
-from gpufleet.components.spec import ClusterInfo, NodeInfo
 from gpufleet.remote import sshconfig
 
 FORMATS: tuple[str, ...] = ("openmpi", "mpich", "deepspeed", "plain", "env")

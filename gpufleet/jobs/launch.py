@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.components.catalog import instance_nccl_env
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.fabric import library_paths
-from gpufleet.components.spec import ClusterInfo
 from gpufleet.jobs import hostfile
 from gpufleet.remote import sshconfig
 

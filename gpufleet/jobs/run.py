@@ -13,7 +13,8 @@ from pathlib import Path
 
 from gpufleet.clusters import cost, lifecycle
 from gpufleet.clusters.cost import Estimate
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
     ConnectionClosed,

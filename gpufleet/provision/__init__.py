@@ -19,7 +19,8 @@ from gpufleet.core.providers import (  # noqa: F401  (re-exported: the table sit
 )
 
 if TYPE_CHECKING:  # shell completion reads the registry: no pydantic at every TAB
-    from gpufleet.components.spec import ClusterInfo, ClusterSpec
+    from gpufleet.components.clusterinfo import ClusterInfo
+    from gpufleet.components.clusterspec import ClusterSpec
 
 Progress = Callable[[str], None]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.components.spec import ClusterInfo
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.core.errors import ExtendFailed
 
 CONNECT_S = 60.0

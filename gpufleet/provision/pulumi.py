@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import cluster_info_from_outputs
 from gpufleet.components.errors import SpecError
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo, node_names
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress

@@ -21,18 +21,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpufleet.components.spec import ClusterInfo, ClusterSpec, HostKeyRotation, NodeInfo, node_names
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
+from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
 from gpufleet.provision import Progress
-from gpufleet.provision.local import (
-    _alive,
-    _cmdline,
-    _write,
-    folder_processes,
-    free_port,
-    terminate,
-)
+from gpufleet.provision.localprocs import _alive, _cmdline, folder_processes, terminate
+from gpufleet.provision.localsshd import _write, free_port
 from gpufleet.provision.vmimage import (
     GUEST_PYTHON_DIR,
     PYTHON_SHARE_TAG,

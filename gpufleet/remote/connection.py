@@ -12,7 +12,7 @@ from gpufleet.core.errors import HostKeyMismatch
 from gpufleet.remote.knownhosts import host_entry, private_port
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import NodeInfo
+    from gpufleet.components.clusterinfo import NodeInfo
 
 # paramiko logs failures (e.g. a tunnel refused while a node's sshd reloads its new host key)
 # that gpufleet retries or reports itself, per node; without a handler Python prints them raw.

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import select
-import shlex
-import tarfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,149 +18,17 @@ from gpufleet.core.errors import (
 from gpufleet.core.providers import EXPIRY, HOST_KEY, LEASE, may_write
 from gpufleet.core.signals import held, start_threads
 from gpufleet.remote import knownhosts
+from gpufleet.remote.commands import kill_group_command, tar_files, wrap_command
+from gpufleet.remote.lease import expiry_command, lease_command, on_every_node
+from gpufleet.remote.session import LineSplitter, Stream, await_ready, pump
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterInfo, NodeInfo
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 
-PID_MARK = "__GPUFLEET_PID__"
 KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
 PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel while a job runs
 LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
 FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
-Stream = Callable[[str, str, bool], None]  # (node name, line without newline, is_stderr)
-EOF_GRACE_S = 1.0  # output that arrives after the exit status, before EOF
-
-
-def wrap_command(node: NodeInfo, command: str, tied: bool = False) -> str:
-    """Run `command` in the node's workdir, first printing the PID that leads its process group.
-
-    sshd starts each session's shell in a new session, so that PID is also the group
-    cancel() kills; commands that `exec` their launcher keep it.
-
-    tied: the command's process group ends with its SSH session. sshd leaves a session's
-    processes running when the connection drops (no pty, so no SIGHUP): their shell is only
-    re-parented. A watcher sees that and TERMs the group (KILL 5 s later). For machines
-    gpufleet did not create, where no lease may stop a dead CLI's ranks; it writes nothing.
-    """
-    wd = shlex.quote(node.workdir)
-    head = f"printf '{PID_MARK} %s\\n' $$; mkdir -p {wd} && cd {wd}"
-    if not tied:
-        return f"exec /bin/sh -c {shlex.quote(f'{head} && {command}')}"
-    inner = f"{head} || exit 1\n{SESSION_WATCH}({command}\n)\nr=$?; kill $w 2>/dev/null; exit $r"
-    return f"exec /bin/sh -c {shlex.quote(inner)}"
-
-
-# Field 4 of /proc/PID/stat is the parent PID (field 2, "(sh)", holds no space). The
-# watcher's own TERM is ignored only once it acts, so cancel() still ends it at once.
-SESSION_WATCH = (
-    "w=; if [ -r /proc/$$/stat ] && read -r _ _ _ s _ </proc/$$/stat; then "
-    '( while read -r _ _ _ p _ </proc/$$/stat && [ "$p" = "$s" ]; do sleep 1; done; '
-    "trap '' TERM; kill -TERM -$$; sleep 5; kill -KILL -$$ ) </dev/null >/dev/null 2>&1 & "
-    "w=$!; fi\n"
-)
-
-
-def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
-    """TERM the process group, wait for it to go (up to grace_s), then KILL it.
-
-    `kill -SIG -PGID` without `--`: dash's builtin kill rejects `--`.
-    """
-    steps = int(grace_s / 0.1)
-    return (
-        f"kill -TERM -{pid} 2>/dev/null || exit 0; i=0; "
-        f"while [ $i -lt {steps} ]; do kill -0 -{pid} 2>/dev/null || exit 0; "
-        f"sleep 0.1; i=$((i+1)); done; kill -KILL -{pid} 2>/dev/null; exit 0"
-    )
-
-
-LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
-
-
-def state_file_command(name: str, epoch: float | None) -> str:
-    """Write epoch seconds to `name` in the node's gpufleet state directory, atomically; None
-    removes the file.
-
-    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet (root's),
-    through sudo when the SSH user cannot write there.
-    """
-    d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
-    if epoch is None:
-        return d + f'rm -f "$d/{name}" 2>/dev/null || sudo -n rm -f "$d/{name}"'
-    value = str(int(epoch))
-    # The same temp-file-and-rename either way: `sudo tee` truncates the file in place, and
-    # gpufleet-expire reading it in between would take the empty file for "no override".
-    write = """'cat > "$1.tmp" && mv -f "$1.tmp" "$1"' sh"""
-    # SSH answers before cloud-init's final stage, where the recipe makes the folder: the first
-    # lease of a new cluster must not fail for want of it (seen on `--cloud vm`).
-    mkdir = '{ [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d"; } && '
-    return (
-        d + mkdir + f'{{ echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
-        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"; }}'
-    )
-
-
-def lease_command(until: float | None) -> str:
-    """The lease: the node removes itself at min(hard expiry, lease); None: the hard expiry
-    alone applies again."""
-    return state_file_command(LEASE, until)
-
-
-def expiry_command(expires_at: float) -> str:
-    """A new hard expiry (`gpufleet extend`), which the node's expiry prefers to the one it
-    booted with (images/ttl/gpufleet-expire; the sandbox watchdog)."""
-    return state_file_command(EXPIRY, expires_at)
-
-
-def tar_files(files: dict[str, bytes | str]) -> bytes:
-    """An uncompressed tar of relative path -> content (dirs are created by tar)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path, content in files.items():
-            data = content.encode() if isinstance(content, str) else content
-            ti = tarfile.TarInfo(path)
-            ti.size = len(data)
-            ti.mode = 0o755 if path.endswith((".sh", ".py")) else 0o644
-            ti.mtime = int(time.time())
-            tar.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-
-
-class _LineSplitter:
-    def __init__(self, node: str, is_err: bool, stream: Stream | None, group: Group):
-        self.node, self.is_err, self.stream, self.group = node, is_err, stream, group
-        self.pending = b""
-        self.chunks: list[bytes] = []
-        self.marker_seen = is_err
-
-    def feed(self, data: bytes) -> None:
-        if not self.marker_seen:
-            data = self._take_marker(data)
-            if not self.marker_seen:
-                return
-        self.chunks.append(data)
-        if self.stream:
-            self.pending += data
-            *lines, self.pending = self.pending.split(b"\n")
-            for line in lines:
-                self.stream(self.node, line.decode(errors="replace"), self.is_err)
-
-    def _take_marker(self, data: bytes) -> bytes:
-        self.pending += data
-        if b"\n" not in self.pending:
-            return b""
-        first, rest = self.pending.split(b"\n", 1)
-        self.pending = b""
-        self.marker_seen = True
-        text = first.decode(errors="replace")
-        if text.startswith(PID_MARK):
-            self.group._pids[self.node] = int(text.split()[1])
-            return rest
-        return first + b"\n" + rest
-
-    def close(self) -> str:
-        if self.stream and self.pending:
-            self.stream(self.node, self.pending.decode(errors="replace"), self.is_err)
-        return b"".join(self.chunks).decode(errors="replace")
 
 
 class Group:
@@ -450,8 +314,8 @@ class Group:
     ) -> HostResult:
         started = time.time()
         deadline = None if timeout is None else time.monotonic() + timeout
-        out = _LineSplitter(node.name, False, stream, self)
-        err = _LineSplitter(node.name, True, stream, self)
+        out = LineSplitter(node.name, False, stream, self._pids)
+        err = LineSplitter(node.name, True, stream, self._pids)
         chan = None
         try:
             chan = self._transport(node).open_session(timeout=self.connect_timeout)
@@ -461,12 +325,12 @@ class Group:
             if stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
-            timed_out = self._pump(chan, out, err, deadline, self._stop)
+            timed_out = pump(chan, out, err, deadline, self._stop)
             if timed_out:
                 # a short timeout on a busy machine can beat the PID line: wait for it a bit
                 until = time.monotonic() + 3
                 while node.name not in self._pids and time.monotonic() < until:
-                    if not self._pump(chan, out, err, time.monotonic() + 0.1, self._stop):
+                    if not pump(chan, out, err, time.monotonic() + 0.1, self._stop):
                         break  # the command ended by itself
                 self._kill(node)
                 return HostResult(
@@ -500,76 +364,16 @@ class Group:
             if chan is not None:
                 chan.close()
 
-    @staticmethod
-    def _pump(
-        chan: Any,
-        out: _LineSplitter,
-        err: _LineSplitter,
-        deadline: float | None,
-        stop: threading.Event,
-    ) -> bool:
-        """Move output into the splitters until the command ends; True if the deadline hit."""
-        while True:
-            progressed = False
-            if chan.recv_ready():
-                out.feed(chan.recv(65536))
-                progressed = True
-            if chan.recv_stderr_ready():
-                err.feed(chan.recv_stderr(65536))
-                progressed = True
-            if progressed:
-                continue
-            if chan.exit_status_ready() or chan.closed:
-                # sshd may send the exit status before the last output it read from the
-                # command's pipes (RFC 4254 puts no order on them; seen: a lost stderr line);
-                # EOF follows once both are drained, unless a background process holds them
-                # open, so wait for it only briefly.
-                grace = time.monotonic() + EOF_GRACE_S
-                while True:
-                    if chan.recv_ready():
-                        out.feed(chan.recv(65536))
-                    elif chan.recv_stderr_ready():
-                        err.feed(chan.recv_stderr(65536))
-                    elif chan.closed or chan.eof_received or time.monotonic() > grace:
-                        return False
-                    else:
-                        select.select([chan], [], [], 0.05)
-            if deadline is not None and time.monotonic() > deadline:
-                return True
-            if stop.is_set():
-                return False  # closed under us: the caller reports no exit status
-            select.select([chan], [], [], 0.2)
-
     def hold(self, node_name: str, command: str, ready: str, timeout: float = 120.0) -> Any:
         """Start a long-lived command on one node; its open channel once it prints `ready`.
 
         The command is meant to run until its stdin closes: closing the channel (or losing
         the connection) ends it.
         """
-        from gpufleet.core.errors import GpufleetError
-
         node = self.info.node(node_name)
         chan = self._transport(node).open_session(timeout=self.connect_timeout)
         chan.exec_command(wrap_command(node, command, self.tied))
-        deadline = time.monotonic() + timeout
-        seen = b""
-        while ready.encode() not in seen:
-            if chan.recv_ready():
-                seen += chan.recv(65536)
-                continue
-            why = None
-            if chan.exit_status_ready():
-                why = f"it exited {chan.recv_exit_status()}"
-            elif time.monotonic() > deadline:
-                why = f"it was not ready after {timeout:.0f}s"
-            if why:
-                err = chan.recv_stderr(65536).decode(errors="replace").strip().splitlines()
-                chan.close()
-                raise GpufleetError(
-                    f"{node_name}: `{command}` failed: {why}" + (f" ({err[-1]})" if err else "")
-                )
-            select.select([chan], [], [], 0.2)
-        return chan
+        return await_ready(chan, node_name, command, ready, timeout)
 
     def put(self, files: dict[str, bytes | str], *, stream: Stream | None = None) -> None:
         """Write relative path -> content under every node's workdir."""
@@ -620,24 +424,7 @@ class Group:
     def _on_every_node(self, cmd: str, timeout: float) -> dict[str, str | None]:
         # A provider whose nodes are slow by nature (--cloud vm under TCG) says so in its record.
         timeout = max(timeout, float(self.info.provider.get("command_timeout_s") or 0))
-        out: dict[str, str | None] = {}
-
-        def one(node: NodeInfo) -> None:
-            try:
-                chan = self._transport(node).open_session(timeout=timeout)
-                chan.settimeout(timeout)
-                chan.exec_command(cmd)
-                code = chan.recv_exit_status()
-                chan.close()
-                out[node.name] = None if code == 0 else f"exit {code}"
-            except Exception as e:
-                out[node.name] = f"{type(e).__name__}: {e}"
-
-        threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in self.nodes]
-        start_threads(threads)
-        for t in threads:
-            t.join(timeout)
-        return {n.name: out.get(n.name, "timed out") for n in self.nodes}
+        return on_every_node(self.nodes, self._transport, cmd, timeout)
 
     def close(self) -> None:
         self._stop.set()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.remote import knownhosts, sshopts
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import ClusterInfo
+    from gpufleet.components.clusterinfo import ClusterInfo
     from gpufleet.core.state import ClusterRecord
 
 # Where the head keeps the cluster key and the workers' pinned host keys: in its workdir's run

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.core.errors import GpufleetError
 
 if TYPE_CHECKING:
-    from gpufleet.components.spec import HostKeyRotation
+    from gpufleet.components.hostkeyrotation import HostKeyRotation
 
 
 def _as_root(rot: HostKeyRotation, script: str) -> str:

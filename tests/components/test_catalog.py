@@ -8,9 +8,9 @@ import pytest
 
 from gpufleet.components import catalog
 from gpufleet.components.catalog import InstanceType
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import CatalogEntryError, CatalogError, GpufleetError
 from gpufleet.components.fabric import FABRICS
-from gpufleet.components.spec import ClusterSpec
 
 # Every AWS type of facts §1.1 that has an on-demand price (p5e.48xlarge has none: left out).
 AWS_FACTS_TYPES = [

@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError
-from gpufleet.components.spec import ClusterSpec
 from gpufleet.components.stackconfig import parse_stack_yaml, spec_from_config
 
 EXAMPLES = int(os.environ.get("GPUFLEET_FUZZ_EXAMPLES", 5000))

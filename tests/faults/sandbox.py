@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.provision.local import _descendants, folder_processes, sandbox_processes
+from gpufleet.provision.localprocs import _descendants, folder_processes, sandbox_processes
 from tests.integration.conftest import ROOT, cli_env, gpufleet, kill_group, sshd_of
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 
 
 def cluster(

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from gpufleet.components import catalog, imageversions
+from gpufleet.components.clouds import CLOUDS
 from gpufleet.components.errors import SpecError
 from gpufleet.components.imageversions import CORE, FABRIC_PINS, VersionSetError, for_node, parse
-from gpufleet.components.spec import CLOUDS
 
 DOC = yaml.safe_load(imageversions.VERSIONS.read_text())
 

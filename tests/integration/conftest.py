@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from gpufleet.clusters import ops
-from gpufleet.components.spec import ClusterInfo, ClusterSpec
+from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
-from gpufleet.provision.local import find_sshd, sandbox_processes
+from gpufleet.provision.localprocs import sandbox_processes
+from gpufleet.provision.localsshd import find_sshd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,16 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.provision.local import (
-    _descendants,
-    _write,
-    find_sshd,
-    folder_processes,
-    free_port,
-    pick_addresses,
-    sshd_config,
-    terminate,
-)
+from gpufleet.provision.localprocs import _descendants, folder_processes, terminate
+from gpufleet.provision.localsshd import _write, find_sshd, free_port, pick_addresses, sshd_config
 from gpufleet.provision.ssh import fingerprint
 from gpufleet.remote.sshkeys import generate_ed25519
 from tests.integration.conftest import gpufleet, requires_sshd
@@ -211,7 +203,7 @@ def test_a_one_shot_run_on_a_clusters_nodes_leaves_that_cluster_alone(gpufleet_h
     from gpufleet.core import state
     from tests.integration.conftest import ROOT, cli_env, leftovers, run_in_session, sshd_of
 
-    lease_s, watch_s = 20, 2.0  # the sandbox watchdog looks every 2 s (local.WATCH_EVERY_S)
+    lease_s, watch_s = 20, 2.0  # the sandbox watchdog looks every 2 s (localwatchdog.WATCH_EVERY_S)
     try:
         r = gpufleet(gpufleet_home, "up", "--cloud", "local", "--name", "lab", "--nodes", "2")
         assert r.returncode == 0, r.stderr

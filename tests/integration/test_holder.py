@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from gpufleet.core import state
-from gpufleet.provision.local import folder_processes
+from gpufleet.provision.localprocs import folder_processes
 from gpufleet.remote import holder
 from tests.integration.conftest import ROOT, cli_env, gpufleet, leftovers, requires_sshd
 

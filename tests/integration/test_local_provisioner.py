@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import ClusterExpired
-from gpufleet.provision.local import LocalProvisioner, _cmdline, start_watchdog
+from gpufleet.provision.local import LocalProvisioner
+from gpufleet.provision.localprocs import _cmdline
+from gpufleet.provision.localwatchdog import start_watchdog
 from tests.integration.conftest import leftovers, requires_sshd, sshd_of
 
 pytestmark = requires_sshd
@@ -105,7 +107,7 @@ def test_an_extended_node_outlives_its_creation_expiry_and_goes_at_the_new_one(g
     """Shared with cloud nodes (images/ttl/gpufleet-expire): `extend` writes the new hard
     expiry into each node's own state directory over SSH, on every provider, and the node's
     expiry prefers it to the one it was created with, later or earlier."""
-    from gpufleet.provision.local import WATCH_EVERY_S
+    from gpufleet.provision.localwatchdog import WATCH_EVERY_S
     from gpufleet.provision.nodeexpiry import write_node_expiry
 
     info = LocalProvisioner().up(ClusterSpec.from_input({"name": "x", "nodes": 2}), lambda m: None)

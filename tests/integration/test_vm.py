@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo
+from gpufleet.components.clusterinfo import ClusterInfo
 from tests.integration.conftest import ROOT, cli_env, gpufleet
 from tests.integration.vmfixtures import (
     console_tail,
@@ -45,7 +45,7 @@ TTL_MIN = 15
 EXTEND_MIN = 3  # `extend` then moves the expiry about this much later
 CREATE = """
 import json, sys
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.clusters import ops
 spec = ClusterSpec.from_input(json.loads(sys.argv[1]))
 ops.create(spec, lambda m: print(m, flush=True), node_env=json.loads(sys.argv[2]))
@@ -410,7 +410,7 @@ def ttl_armed_by_cloud_init() -> bool:
     import yaml
 
     from gpufleet.components.bootstrap import placeholder_context, render_cloud_init
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
 
     spec = ClusterSpec.from_input({"name": "x", "cloud": "vm", "nodes": 1, "ttl_minutes": 2})
     doc = yaml.safe_load(render_cloud_init(placeholder_context(spec, 0, 2_000_000_000.0)))

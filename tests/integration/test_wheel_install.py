@@ -127,7 +127,7 @@ def test_a_users_own_components_folder_neither_shadows_nor_is_shadowed(venv: Pat
                        text=True, env=_clean_env(), timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("0.1.0") and not r.stderr
-    both = "import components, gpufleet.components.spec; print(components.MINE)"
+    both = "import components, gpufleet.components.clusterspec; print(components.MINE)"
     r = subprocess.run([py, "-c", both], cwd=tmp_path, capture_output=True, text=True,
                        env=_clean_env(), timeout=120)  # fmt: skip
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr

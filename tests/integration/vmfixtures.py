@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo
+from gpufleet.components.clusterinfo import ClusterInfo
 
 
 def vm_skip_reason() -> str | None:

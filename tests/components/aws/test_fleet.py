@@ -17,8 +17,8 @@ from gpufleet.components.aws.fleet import (
     encode_user_data,
     image_id,
 )
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
-from gpufleet.components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -63,7 +63,7 @@ def test_subnet_holds_the_largest_p5_cluster_the_spec_allows():
     """EFA traffic cannot leave its subnet (EC2 user guide, efa.md limitations), EC2 keeps 5
     addresses of every subnet (VPC user guide, subnet sizing), and every non-EFA-only interface
     takes one address: the one subnet must hold MAX_NODES nodes of the widest type."""
-    from gpufleet.components.spec import MAX_NODES
+    from gpufleet.components.clusterspec import MAX_NODES
 
     p = plan("aws-p5")
     nics = p.of_type(LT)[0].inputs["networkInterfaces"]

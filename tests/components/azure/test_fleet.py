@@ -10,8 +10,8 @@ import pytest
 
 from gpufleet.components import stackconfig
 from gpufleet.components.azure.mocks import FAKE_SUBSCRIPTION
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
-from gpufleet.components.spec import ClusterSpec
 from tests.components.stackplans import assert_contract, plan, tagged_with_cluster
 
 VM = "azure-native:compute:VirtualMachine"

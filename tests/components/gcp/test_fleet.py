@@ -302,8 +302,8 @@ def test_compact_placement_cap_is_enforced_in_the_spec():
     """A compact placement policy holds at most 150 VMs (GCE placement policies overview,
     cloud.google.com/compute/docs/instances/define-instance-placement); a bigger A2/A3 cluster
     would fail at creation. The spec refuses it; G2 gets no compact policy and is not capped."""
+    from gpufleet.components.clusterspec import ClusterSpec
     from gpufleet.components.gcp.rules import check_spec
-    from gpufleet.components.spec import ClusterSpec
 
     base = {"name": "big", "cloud": "gcp", "instance_type": "a2-highgpu-8g",
             "ssh_cidrs": ["203.0.113.0/24"], "zone": "us-central1-a"}  # fmt: skip

@@ -142,7 +142,7 @@ def test_instance_types_of_the_cloud_given_before(tmp_path):
 def test_the_fixed_lists_are_the_ones_the_commands_accept():
     from gpufleet.cli.run import LAUNCHERS_HELP
     from gpufleet.components import catalog
-    from gpufleet.components.spec import CLOUDS
+    from gpufleet.components.clouds import CLOUDS
     from gpufleet.jobs.hostfile import FORMATS
     from gpufleet.jobs.launch import LAUNCHERS
 

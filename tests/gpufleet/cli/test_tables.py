@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from gpufleet.cli.health import _without_protocol
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.jobs.health import PROBE_MARK
 from tests.gpufleet import fakes as clusters

@@ -132,7 +132,7 @@ def test_max_cost_on_an_existing_cluster_counts_the_ttl_it_has_left(gpufleet_hom
     region), over what is left of its TTL: what the run can cost if the CLI dies."""
     import time
 
-    from gpufleet.components.spec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec
     from gpufleet.core import state
     from tests.gpufleet.fakes import cluster
 

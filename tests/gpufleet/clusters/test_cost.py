@@ -6,7 +6,7 @@ import pytest
 
 from gpufleet.clusters import cost
 from gpufleet.components.catalog import lookup
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 
 
 def spec(**kw) -> ClusterSpec:

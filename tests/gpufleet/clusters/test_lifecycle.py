@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.clusters import cost, lifecycle
-from gpufleet.components.spec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core import state
 from gpufleet.core.errors import JobFailed
 from gpufleet.core.signals import Interrupted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.core import state
 from gpufleet.core.errors import ClusterNotFound, GpufleetError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.jobs import health
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gpufleet.components.catalog import instance_nccl_env
-from gpufleet.components.spec import ClusterInfo
+from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.jobs import launch
 from gpufleet.jobs.launch import LaunchOptions
 from tests.gpufleet import fakes as clusters

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.core.errors import GpufleetError, HostsNotOurs
 from gpufleet.provision import (
     DEFAULT_CLOUD,
@@ -96,7 +96,7 @@ def test_extend_refuses_byo_hosts_before_contacting_them(monkeypatch):
 
 @pytest.mark.parametrize(("cloud", "rotated"), [("ssh", False), ("local", True)])
 def test_a_host_key_is_replaced_only_where_the_provider_allows_it(monkeypatch, cloud, rotated):
-    from gpufleet.components.spec import HostKeyRotation
+    from gpufleet.components.hostkeyrotation import HostKeyRotation
     from gpufleet.remote import hostkeys
 
     info = _cluster(cloud).model_copy(
@@ -143,11 +143,11 @@ def test_the_byo_provisioner_refuses_extend_as_the_cli_does(monkeypatch):
 
 
 def test_the_registry_has_every_cloud_the_spec_accepts_and_the_catalog_lists():
-    from gpufleet.components import catalog, spec
+    from gpufleet.components import catalog, clouds
 
-    assert tuple(PROVIDERS) == spec.CLOUDS
+    assert tuple(PROVIDERS) == clouds.CLOUDS
     assert tuple(c for c, p in PROVIDERS.items() if p.catalog) == catalog.CLOUDS
-    assert tuple(c for c, p in PROVIDERS.items() if p.bills) == spec.PULUMI_CLOUDS
+    assert tuple(c for c, p in PROVIDERS.items() if p.bills) == clouds.PULUMI_CLOUDS
     assert DEFAULT_CLOUD in PROVIDERS
 
 

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.components.registry import provider_config
-from gpufleet.components.spec import ClusterSpec
 from gpufleet.provision import pulumi as pp
 from tests.integration.conftest import ROOT
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
-from gpufleet.components.spec import ClusterSpec
 from gpufleet.core.errors import MissingTool
 from gpufleet.provision import for_cloud, vm, vmimage
 
@@ -136,7 +136,7 @@ def test_down_stops_a_qemu_it_never_recorded_and_nothing_else(gpufleet_home, tmp
     import subprocess
     import sys
 
-    from gpufleet.components.spec import ClusterInfo, NodeInfo
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
     from gpufleet.core import state
 
     cdir = state.cluster_dir("c")

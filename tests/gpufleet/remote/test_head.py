@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from gpufleet.remote import head
-from tests.gpufleet.jobs.test_sync import _info
+from tests.gpufleet.jobs.test_rsync import _info
 
 
 def test_head_known_hosts_pins_workers_at_private_addresses():
@@ -24,7 +24,7 @@ def test_prepare_script_is_valid_sh_and_warms_every_worker():
 def _vm_info():
     """VM-shaped: each node's ssh_port is forwarded on this machine's 127.0.0.1; inside the
     VMs' network (where the head reaches the workers) sshd listens on 22."""
-    from gpufleet.components.spec import ClusterInfo, NodeInfo
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 
     nodes = [
         NodeInfo(

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpufleet.components.spec import HostKeyRotation
+from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core.errors import GpufleetError
 from gpufleet.remote import hostkeys
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gpufleet.components.spec import ClusterInfo, NodeInfo
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.remote import sshconfig
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from gpufleet.remote import tree
-from tests.gpufleet.jobs.test_sync import _info
+from tests.gpufleet.jobs.test_rsync import _info
 
 
 def test_script_is_valid_sh_and_runs_only_the_chosen_nodes():

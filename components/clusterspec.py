@@ -1,20 +1,17 @@
-"""ClusterSpec (the one validated input) and ClusterInfo (what every provisioner returns)."""
+"""ClusterSpec: the one validated input; invalid combinations fail here, before anything exists."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 import time
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpufleet.components.errors import GpufleetError, SpecError
-from gpufleet.components.fabric import FABRICS
-
-Cloud = Literal["local", "vm", "ssh", "aws", "gcp", "azure"]
-CLOUDS: tuple[str, ...] = ("local", "vm", "ssh", "aws", "gcp", "azure")
-PULUMI_CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
+from gpufleet.components.clouds import PULUMI_CLOUDS, Cloud
+from gpufleet.components.errors import SpecError
+from gpufleet.components.sandboxrules import SANDBOX_CLOUDS, sandbox_rules
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 # An EC2 capacity reservation id (ODCR or Capacity Block); a GCE reservation name (RFC 1035).
@@ -157,34 +154,8 @@ class ClusterSpec(BaseModel):
                 f"use at most {limit} nodes per cluster",
             )
         self._check_reservation_options()
-        if self.cloud in ("local", "vm", "ssh"):
-            if self.instance_type not in (None, "local", "vm", "ssh"):
-                raise SpecError(
-                    "instance_type",
-                    f"{self.instance_type!r} means nothing on cloud={self.cloud}",
-                    "drop --instance-type, or pick --cloud aws|gcp|azure",
-                )
-            for field, value in (("region", self.region), ("zone", self.zone)):
-                if value:
-                    raise SpecError(
-                        field,
-                        f"{value!r} means nothing on cloud={self.cloud}",
-                        f"drop --{field}, or pick --cloud aws|gcp|azure",
-                    )
-            if self.spot:
-                raise SpecError("spot", f"cloud={self.cloud} has no spot capacity", "drop --spot")
-            if self.cloud in ("local", "vm") and (self.gpus_per_node or 0) > 0:
-                raise SpecError(
-                    "gpus_per_node",
-                    f"cloud={self.cloud} nodes have no GPUs",
-                    f"drop --gpus on --cloud {self.cloud}",
-                )
-            if self.cloud == "ssh" and len(self.hosts) != self.nodes:
-                raise SpecError(
-                    "hosts",
-                    f"cloud=ssh needs one host per node ({self.nodes}), got {len(self.hosts)}",
-                    "pass --hosts h1,h2,... with --nodes equal to their number",
-                )
+        if self.cloud in SANDBOX_CLOUDS:
+            sandbox_rules(self)
             return self
         if not self.instance_type:
             raise SpecError(
@@ -333,102 +304,3 @@ class ClusterSpec(BaseModel):
         if self.ttl_minutes == 0:
             return None
         return (now if now is not None else time.time()) + self.ttl_minutes * 60
-
-
-class NodeInfo(BaseModel):
-    """One reachable node."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    name: str
-    private_ip: str
-    public_ip: str | None = Field(
-        None, description="None: no public address; reached through the head (direct-tcpip)"
-    )
-    ssh_port: int = 22
-    private_ssh_port: int | None = Field(
-        None,
-        description="sshd's port at private_ip, where the other nodes reach it; None: ssh_port"
-        " (a VM's ssh_port is forwarded on this machine, inside its network sshd is on 22)",
-    )
-    gpus: int = 0
-    workdir: str = Field("gpufleet", description="job directory; relative paths are from $HOME")
-    host_key: str = Field("", description="the node's pinned public host key, 'type base64'")
-    instance_id: str | None = None
-    bootstrap_host_key: bool = Field(
-        False, description="still serving the host key its user data carried (replaced on contact)"
-    )
-
-
-class HostKeyRotation(BaseModel):
-    """Where a node's host key lives and how its sshd reloads it (see remote/hostkeys.py)."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    key_file: str = Field(
-        "/etc/ssh/ssh_host_ed25519_key", description="relative paths are from the node's workdir"
-    )
-    reload: str = "systemctl reload ssh 2>/dev/null || systemctl reload sshd"
-    sudo: bool = True
-
-
-class ClusterInfo(BaseModel):
-    """Everything after provisioning reads only this; every provisioner returns the same shape."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    name: str
-    cloud: Cloud
-    instance_type: str | None = None
-    nodes: list[NodeInfo]
-    ssh_user: str
-    ssh_key_path: str
-    known_hosts_path: str
-    fabric: str = "none"
-    python: str = Field("python3", description="python executable on the nodes")
-    env: dict[str, str] = Field(
-        default_factory=dict, description="variables every job on this cluster gets"
-    )
-    created_at: float = Field(default_factory=time.time)
-    expires_at: float | None = None
-    provider: dict[str, Any] = Field(default_factory=dict, description="provisioner's own data")
-    host_key_rotation: HostKeyRotation | None = Field(
-        None, description="how to replace bootstrap host keys; None: the nodes' keys are final"
-    )
-
-    @field_validator("fabric")
-    @classmethod
-    def _fabric(cls, v: str) -> str:
-        if v not in FABRICS:
-            raise GpufleetError(f"fabric {v!r} unknown; expected one of {', '.join(FABRICS)}")
-        return v
-
-    @model_validator(mode="after")
-    def _names(self) -> ClusterInfo:
-        if not self.nodes:
-            raise GpufleetError(f"cluster {self.name!r} has no nodes")
-        want = [f"node-{i}" for i in range(len(self.nodes))]
-        got = [n.name for n in self.nodes]
-        if got != want:
-            raise GpufleetError(f"nodes must be named {want} head first, got {got}")
-        return self
-
-    @property
-    def head(self) -> NodeInfo:
-        return self.nodes[0]
-
-    def jump_host(self, node: NodeInfo) -> NodeInfo | None:
-        """The node to tunnel through to reach `node`: the head, if `node` has no public address."""
-        from gpufleet.components.nodelookup import jump_host
-
-        return jump_host(self.nodes, node)
-
-    def node(self, name_or_index: str | int) -> NodeInfo:
-        from gpufleet.components.nodelookup import find_node
-
-        return find_node(self.name, self.nodes, name_or_index)
-
-
-def node_names(count: int) -> list[str]:
-    """The stable node names, head first."""
-    return [f"node-{i}" for i in range(count)]

@@ -1,11 +1,11 @@
-"""ClusterSpec validation names the field and the fix; ClusterInfo keeps its node contract."""
+"""ClusterSpec validation names the field and the fix."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpufleet.components.errors import CatalogError, GpufleetError, SpecError
-from gpufleet.components.spec import ClusterInfo, ClusterSpec, NodeInfo
+from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.errors import CatalogError, SpecError
 
 
 def spec(**kw) -> ClusterSpec:
@@ -70,31 +70,6 @@ def test_cidrs_are_normalised():
 def test_expiry_follows_ttl():
     assert spec(ttl_minutes=60).expiry(now=1000.0) == 1000.0 + 3600
     assert spec(ttl_minutes=0).expiry(now=1000.0) is None
-
-
-def _info(names: list[str]) -> ClusterInfo:
-    return ClusterInfo(
-        name="t",
-        cloud="local",
-        ssh_user="u",
-        ssh_key_path="k",
-        known_hosts_path="kh",
-        nodes=[NodeInfo(name=n, private_ip="10.0.0.1", public_ip="1.2.3.4") for n in names],
-    )
-
-
-def test_cluster_info_requires_head_first_names():
-    assert _info(["node-0", "node-1"]).head.name == "node-0"
-    with pytest.raises(GpufleetError):
-        _info(["node-1", "node-0"])
-
-
-def test_node_lookup_by_name_or_index():
-    info = _info(["node-0", "node-1"])
-    assert info.node("1").name == info.node("node-1").name == "node-1"
-    with pytest.raises(GpufleetError) as e:
-        info.node("node-5")
-    assert "node-0, node-1" in e.value.hint
 
 
 AWS = {"cloud": "aws", "instance_type": "p5.48xlarge"}

@@ -1,0 +1,134 @@
+"""Sandbox processes: found by their command line's folder or session environment; stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from gpufleet.core import state
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            return False
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int((p / "stat").read_text().split(")")[-1].split()[1]) == pid:
+                kids.append(int(p.name))
+    return kids
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for kid in _children(todo.pop()):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def sandbox_processes(cluster: str, node: str | None = None) -> list[int]:
+    """PIDs of sessions (and their children) that sandbox sshd started for this cluster.
+
+    The name alone is not enough: another $GPUFLEET_HOME (another user's tests, say) may
+    have a cluster of the same name, so the session's state dir must be under ours.
+    """
+    markers = {f"GPUFLEET_SANDBOX={cluster}".encode()}
+    if node:
+        markers.add(f"GPUFLEET_NODE={node}".encode())
+    ours = f"GPUFLEET_STATE_DIR={state.cluster_dir(cluster)}/".encode()
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            env = (p / "environ").read_bytes().split(b"\0")
+            if markers <= set(env) and any(e.startswith(ours) for e in env):
+                found.append(int(p.name))
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def folder_processes(cluster_dir: Path) -> list[int]:
+    """PIDs whose command line names the cluster's folder: its sshds and its watchdog."""
+    marker = str(cluster_dir) + "/"
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if marker in cmd + "/" and int(p.name) != os.getpid():
+                found.append(int(p.name))
+    return found
+
+
+def terminate(pids: list[int], grace_s: float = 3.0) -> None:
+    """SIGTERM, wait for exit up to grace_s, then SIGKILL whatever is left."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    left = [p for p in pids if _alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = [p for p in left if _alive(p)]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def stop_cluster_processes(cluster: str, cluster_dir: Path) -> None:
+    """Stop a sandbox cluster's sshds and watchdog and every session process.
+
+    Found by the folder their command line names, not by recorded PIDs: a damaged or
+    half-written state file still leaves nothing running, and a reused PID is never hit.
+    """
+    ours = sorted(folder_processes(cluster_dir))
+    sessions = set(sandbox_processes(cluster))
+    for pid in ours:
+        sessions.update(_descendants(pid))
+    terminate(sorted(sessions) + ours)
+    leftovers = sandbox_processes(cluster)
+    if leftovers:
+        terminate(leftovers, grace_s=1.0)
+
+
+def stop_by_folder(cluster: str) -> None:
+    """Stop everything of a sandbox cluster: what its folder names and its sessions."""
+    stop_cluster_processes(cluster, state.cluster_dir(cluster))
+
+
+def stray_processes() -> list[int]:
+    """sshds and watchdogs (with their sessions) of sandbox clusters whose folder is gone."""
+    root = str(state.home() / "clusters") + "/"
+    out: list[int] = []
+    for p in Path("/proc").glob("[0-9]*"):
+        cmd = _cmdline(int(p.name))
+        if root not in cmd or int(p.name) == os.getpid():
+            continue
+        name = cmd.split(root, 1)[1].split("/", 1)[0].split()[0]
+        if name and not (state.home() / "clusters" / name).is_dir():
+            out.append(int(p.name))
+            out.extend(_descendants(int(p.name)))
+    return sorted(set(out))

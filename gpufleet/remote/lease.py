@@ -1,0 +1,75 @@
+"""The node-side lease and hard expiry: the shell that writes them, and its write on every node."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.core.signals import start_threads
+from gpufleet.provision import EXPIRY, LEASE
+
+if TYPE_CHECKING:
+    from gpufleet.components.clusterinfo import NodeInfo
+
+LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
+
+
+def state_file_command(name: str, epoch: float | None) -> str:
+    """Write epoch seconds to `name` in the node's gpufleet state directory, atomically; None
+    removes the file.
+
+    $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet (root's),
+    through sudo when the SSH user cannot write there.
+    """
+    d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
+    if epoch is None:
+        return d + f'rm -f "$d/{name}" 2>/dev/null || sudo -n rm -f "$d/{name}"'
+    value = str(int(epoch))
+    # The same temp-file-and-rename either way: `sudo tee` truncates the file in place, and
+    # gpufleet-expire reading it in between would take the empty file for "no override".
+    write = """'cat > "$1.tmp" && mv -f "$1.tmp" "$1"' sh"""
+    # SSH answers before cloud-init's final stage, where the recipe makes the folder: the first
+    # lease of a new cluster must not fail for want of it (seen on `--cloud vm`).
+    mkdir = '{ [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d"; } && '
+    return (
+        d + mkdir + f'{{ echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
+        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"; }}'
+    )
+
+
+def lease_command(until: float | None) -> str:
+    """The lease: the node removes itself at min(hard expiry, lease); None: the hard expiry
+    alone applies again."""
+    return state_file_command(LEASE, until)
+
+
+def expiry_command(expires_at: float) -> str:
+    """A new hard expiry (`gpufleet extend`), which the node's expiry prefers to the one it
+    booted with (images/ttl/gpufleet-expire; the sandbox watchdog)."""
+    return state_file_command(EXPIRY, expires_at)
+
+
+def on_every_node(
+    nodes: list[NodeInfo], transport: Callable[[NodeInfo], Any], cmd: str, timeout: float
+) -> dict[str, str | None]:
+    """Run `cmd` on every node on threads of its own over `transport(node)`; node -> None, or
+    why it failed (within `timeout`)."""
+    out: dict[str, str | None] = {}
+
+    def one(node: NodeInfo) -> None:
+        try:
+            chan = transport(node).open_session(timeout=timeout)
+            chan.settimeout(timeout)
+            chan.exec_command(cmd)
+            code = chan.recv_exit_status()
+            chan.close()
+            out[node.name] = None if code == 0 else f"exit {code}"
+        except Exception as e:
+            out[node.name] = f"{type(e).__name__}: {e}"
+
+    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
+    start_threads(threads)
+    for t in threads:
+        t.join(timeout)
+    return {n.name: out.get(n.name, "timed out") for n in nodes}

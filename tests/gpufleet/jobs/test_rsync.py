@@ -1,0 +1,69 @@
+"""The rsync path: filter rules that send the selection, rsync's stats, the head's fan-out."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+from gpufleet.jobs import rsync, syncfiles
+from tests.gpufleet.jobs.test_syncfiles import _tree
+
+
+def test_rsync_filter_protects_runs_and_escapes_wildcards(tmp_path):
+    sel = syncfiles.Selection(["a.py"], ["build/", "odd[1]*.txt"])
+    assert rsync.rsync_filter(sel) == "P /.gpufleet/\n- /build/\n- /odd\\[1]\\*.txt\n"
+
+
+def test_rsync_filter_really_selects_with_rsync(tmp_path):
+    """rsync itself, on local folders: the rules send the selection, delete the rest,
+    and leave the run folders alone."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    _tree(src)
+    (dst / ".gpufleet" / "runs").mkdir(parents=True)
+    (dst / ".gpufleet" / "runs" / "r.rc").write_text("0")
+    (dst / "stale.py").write_text("gone from the workdir")
+    filt = tmp_path / "filter"
+    filt.write_text(rsync.rsync_filter(syncfiles.select(src)))
+    subprocess.run(
+        ["rsync", "-a", "--delete", "--delete-excluded", f"--filter=merge {filt}", f"{src}/", dst],
+        check=True,
+    )
+    got = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
+    assert got == [".gitignore", ".gpufleet/runs/r.rc", "data/x.csv", "train.py"]
+
+
+def test_parse_stats_reads_bytes_and_changes():
+    text = (
+        "Number of files: 3 (reg: 2, dir: 1)\nNumber of created files: 0\n"
+        "Number of deleted files: 0\nNumber of regular files transferred: 1\n"
+        "Total bytes sent: 1,234\n"
+    )
+    assert rsync.parse_stats(text) == (1234, True)
+    assert rsync.parse_stats(text.replace("transferred: 1", "transferred: 0")) == (1234, False)
+
+
+def _info():
+    node = lambda i, ip: SimpleNamespace(  # noqa: E731
+        name=f"node-{i}",
+        private_ip=ip,
+        public_ip=ip,
+        ssh_port=22,
+        workdir="gpufleet",
+        host_key="ssh-ed25519 AAAAkey" + str(i),
+    )
+    return SimpleNamespace(
+        name="c",
+        ssh_user="ubuntu",
+        nodes=[node(0, "10.0.0.1"), node(1, "10.0.0.2"), node(2, "10.0.0.3")],
+        ssh_key_path="/k",
+        known_hosts_path="/kh",
+    )
+
+
+def test_fanout_script_is_valid_sh_and_lists_every_worker():
+    script = rsync.fanout_script(_info(), changed=False)
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert "node-1 ubuntu@10.0.0.2 22 gpufleet ssh-ed25519\n" in script
+    assert "node-2 ubuntu@10.0.0.3 22 gpufleet ssh-ed25519\n" in script
+    assert "if [ 0 = 0 ]" in script and "node-0" not in script
