@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,10 @@ from gpufleet.cli.common import (
     when,
 )
 from gpufleet.provision import DEFAULT_CLOUD
+
+if TYPE_CHECKING:
+    from gpufleet.clusters.cost import Estimate
+    from gpufleet.components.clusterinfo import ClusterInfo
 
 
 def spec_from_flags(**flags: object):
@@ -133,7 +137,7 @@ def _age(epoch: float | None) -> str:
     return f"{s // 86400}d"
 
 
-def _recorded(name: str) -> tuple[object | None, object | None]:
+def _recorded(name: str) -> tuple[ClusterInfo | None, Estimate | None]:
     """(ClusterInfo, Estimate) of a recorded cluster; (None, None) when unreadable."""
     from gpufleet.clusters import cost
     from gpufleet.core import state
@@ -310,7 +314,7 @@ def status(
 
     info, est = _recorded(name)
     if info is None:
-        state.load(name)  # raises the right error (not found, unreadable)
+        info = state.load(name)  # raises the right error (not found, unreadable)
     states = for_cloud(info.cloud).status(info)
     doc = documents.cluster(
         info,

@@ -55,7 +55,8 @@ class Estimate:
 
 def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
-    price, note = 0.0, "free: runs on this machine"  # local sshds, or QEMU VMs
+    price: float | None = 0.0
+    note = "free: runs on this machine"  # local sshds, or QEMU VMs
     provider = traits(spec.cloud)
     if provider.bills:
         from gpufleet.components.catalog import lookup

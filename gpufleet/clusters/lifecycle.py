@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from gpufleet.clusters import ops
 from gpufleet.components.clusterinfo import ClusterInfo
@@ -25,7 +26,7 @@ def wait_ready(
     group.wait_ready(timeout, refused_fails=refused_fails, progress=progress)
 
 
-def up(spec: ClusterSpec, progress: Progress, **options: object) -> ClusterInfo:
+def up(spec: ClusterSpec, progress: Progress, **options: Any) -> ClusterInfo:
     """`gpufleet up`: a cluster whose every node answers SSH. A failure or Ctrl-C before then
     removes what was created."""
     started = time.monotonic()

@@ -27,7 +27,7 @@ from gpufleet.remote.head import (
 )
 
 if TYPE_CHECKING:
-    from gpufleet.components.clusterinfo import ClusterInfo
+    from gpufleet.core.state import ClusterRecord
     from gpufleet.jobs.sync import SyncReport
 
 FANOUT_MARK = "__GPUFLEET_SYNC__"
@@ -50,7 +50,7 @@ def rsync_filter(sel: Selection) -> str:
 
 
 def client_rsync_argv(
-    info: ClusterInfo, root: Path, filter_file: Path, control: str | None
+    info: ClusterRecord, root: Path, filter_file: Path, control: str | None
 ) -> list[str]:
     """rsync from this machine to the head's workdir, mirroring it (--delete), with stats."""
     head = info.nodes[0]
@@ -72,7 +72,7 @@ def client_rsync_argv(
     ]
 
 
-def fanout_script(info: ClusterInfo, changed: bool = True, parallel: int = 64) -> str:
+def fanout_script(info: ClusterRecord, changed: bool = True, parallel: int = 64) -> str:
     """sh run in the head's workdir: rsync it to every worker, `parallel` at a time.
 
     Prints `FANOUT_MARK node rc bytes-sent` as each worker finishes. The run folders stay
@@ -167,7 +167,7 @@ def parse_stats(text: str) -> tuple[int, bool]:
 
 
 def rsync_via_head(
-    info: ClusterInfo, root: Path, sel: Selection, progress: Progress, report: SyncReport
+    info: ClusterRecord, root: Path, sel: Selection, progress: Progress, report: SyncReport
 ) -> list[str]:
     """This machine -> head, head -> workers; returns the nodes still to copy without rsync."""
     from gpufleet.core import state

@@ -249,7 +249,8 @@ def run_job(
         deadline.disarm()
         recorder.finish(code, status, job_code)
         cost = "" if rec.cost_usd is None else f", estimated cost ${rec.cost_usd:.2f}"
-        progress(f"run {rec.id} {status} in {rec.ended_at - rec.started_at:.1f}s{cost}")
+        elapsed = (rec.ended_at or time.time()) - rec.started_at  # finish() has set ended_at
+        progress(f"run {rec.id} {status} in {elapsed:.1f}s{cost}")
         if on_end is not None:
             on_end(rec)
 
@@ -277,6 +278,7 @@ def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
     """The job on its cluster: created for it (and removed after, unless kept) or an existing
     one. 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
     try:
+        cluster: contextlib.AbstractContextManager[ClusterInfo]
         if req.cluster:
             cluster = contextlib.nullcontext(state.load(req.cluster))
         else:

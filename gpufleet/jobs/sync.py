@@ -14,7 +14,7 @@ from gpufleet.jobs.rsync import Progress, mb, rsync_via_head
 from gpufleet.jobs.syncfiles import RUNS_DIR, Selection, manifest, select
 
 if TYPE_CHECKING:
-    from gpufleet.components.clusterinfo import ClusterInfo
+    from gpufleet.core.state import ClusterRecord
     from gpufleet.remote import Group
 
 
@@ -32,7 +32,7 @@ class SyncReport:
 
 
 def sync(
-    info: ClusterInfo,
+    info: ClusterRecord,
     root: Path,
     *,
     group: Group | None = None,

@@ -6,6 +6,7 @@ import io
 import shlex
 import tarfile
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
     )
 
 
-def tar_files(files: dict[str, bytes | str]) -> bytes:
+def tar_files(files: Mapping[str, bytes | str]) -> bytes:
     """An uncompressed tar of relative path -> content (dirs are created by tar)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

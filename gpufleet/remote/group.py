@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,8 @@ from gpufleet.remote.lease import expiry_command, lease_command, on_every_node
 from gpufleet.remote.session import LineSplitter, Stream, await_ready, pump
 
 if TYPE_CHECKING:
-    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+    from gpufleet.components.clusterinfo import NodeInfo
+    from gpufleet.core.state import ClusterRecord
 
 KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
 PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel while a job runs
@@ -36,7 +37,7 @@ class Group:
 
     def __init__(
         self,
-        info: ClusterInfo,
+        info: ClusterRecord,
         nodes: list[str] | None = None,
         *,
         connect_timeout: float = 10.0,
@@ -53,7 +54,9 @@ class Group:
         # A group made with share= uses (and never closes) the connections of `share`.
         self._owner = share is None
         self._transports: dict[str, Any] = {} if share is None else share._transports
-        self._tlock = threading.Lock() if share is None else share._tlock  # _transports
+        self._tlock: threading.Lock = (
+            threading.Lock() if share is None else share._tlock
+        )  # _transports
         self._node_locks: dict[str, threading.RLock] = {} if share is None else share._node_locks
         self._creds: tuple[Any, dict] | None = None if share is None else share._creds
         self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
@@ -375,7 +378,7 @@ class Group:
         chan.exec_command(wrap_command(node, command, self.tied))
         return await_ready(chan, node_name, command, ready, timeout)
 
-    def put(self, files: dict[str, bytes | str], *, stream: Stream | None = None) -> None:
+    def put(self, files: Mapping[str, bytes | str], *, stream: Stream | None = None) -> None:
         """Write relative path -> content under every node's workdir."""
         self.run("tar -xf -", stdin=tar_files(files), what="upload", stream=stream)
 
