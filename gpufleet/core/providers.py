@@ -23,7 +23,7 @@ class Provider:
     The rule: gpufleet never leaves on a machine it did not create anything that can remove,
     stop or change it, so a provider of machines the user already has (`ssh`) declares
     `may_write` empty. Without a lease there, a dead CLI's commands stop with their SSH
-    session instead (remote/group.py, wrap_command).
+    session instead (remote/commands.py, wrap_command).
     """
 
     module: str

@@ -36,7 +36,7 @@ from gpufleet.remote.group import Stream
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves
 # LEASE_S after the last renewal if this process dies (kill -9, a lost machine). Machines
 # gpufleet did not create get none (provision.Provider.may_write): there a dead CLI's
-# commands end with their SSH sessions (remote/group.py, wrap_command).
+# commands end with their SSH sessions (remote/commands.py, wrap_command).
 def _env_seconds(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None:

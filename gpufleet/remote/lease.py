@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.core.providers import EXPIRY, LEASE
 from gpufleet.core.signals import start_threads
-from gpufleet.provision import EXPIRY, LEASE
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterinfo import NodeInfo
