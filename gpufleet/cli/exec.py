@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufleet.core.state import ClusterRecord
 
 
 def run_exec(
-    info: Any,
+    info: ClusterRecord,
     command: list[str],
     nodes: list[str],
     timeout: float | None,
@@ -28,7 +31,7 @@ def run_exec(
     return exit_code(results)
 
 
-def rows(info: Any, results: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(info: ClusterRecord, results: dict[str, Any]) -> list[dict[str, Any]]:
     """--json's `nodes`: one row per node, in the cluster's order."""
     order = {n.name: i for i, n in enumerate(info.nodes)}
     return [

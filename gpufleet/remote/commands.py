@@ -57,15 +57,18 @@ def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
     )
 
 
-def tar_files(files: Mapping[str, bytes | str]) -> bytes:
-    """An uncompressed tar of relative path -> content (dirs are created by tar)."""
+def tar_files(files: Mapping[str, bytes | str], mode: int | None = None) -> bytes:
+    """An uncompressed tar of relative path -> content (dirs are created by tar); every file
+    `mode` if given, else 0755 for scripts and 0644 for the rest."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path, content in files.items():
             data = content.encode() if isinstance(content, str) else content
             ti = tarfile.TarInfo(path)
             ti.size = len(data)
-            ti.mode = 0o755 if path.endswith((".sh", ".py")) else 0o644
+            ti.mode = (
+                mode if mode is not None else 0o755 if path.endswith((".sh", ".py")) else 0o644
+            )
             ti.mtime = int(time.time())
             tar.addfile(ti, io.BytesIO(data))
     return buf.getvalue()

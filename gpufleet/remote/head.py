@@ -7,16 +7,14 @@ network, through one persistent OpenSSH connection per worker that it keeps.
 
 from __future__ import annotations
 
-import io
 import shlex
 import subprocess
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.remote import knownhosts, sshopts
+from gpufleet.remote.commands import tar_files
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterinfo import ClusterInfo
@@ -155,17 +153,6 @@ def head_files(info: ClusterRecord) -> dict[str, bytes | str]:
     }
 
 
-def private_tar(files: dict[str, bytes | str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, content in files.items():
-            data = content.encode() if isinstance(content, str) else content
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o600, int(time.time())
-            tar.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def stop_mux(info: ClusterRecord) -> None:
     """Close the kept connection to the head, if any (`down` calls this)."""
     import shutil
@@ -228,6 +215,6 @@ def start_prepare(info: ClusterRecord, control: str | None, script: str | None =
 
     proc = head_run(info, control, prepare_script(info) if script is None else script, stdin=True)
     with contextlib.suppress(BrokenPipeError):
-        proc.stdin.write(private_tar(head_files(info)))
+        proc.stdin.write(tar_files(head_files(info), mode=0o600))
     proc.stdin.close()
     return proc
