@@ -230,75 +230,22 @@ def sweep(
     """Remove what no live gpufleet owns: clusters of dead `run`s, damaged records, sandbox
     processes whose cluster is gone, and cloud stacks in the Pulumi backend that are expired
     or that no live CLI here owns (asked on a terminal; --yes for scripts)."""
-    from gpufleet.clusters import ops
-    from gpufleet.core import state
-    from gpufleet.core.errors import StateDamaged
-    from gpufleet.provision.localprocs import stray_processes, terminate
-
-    found = 0
-    handled = set()
-    for name in state.names():
-        if state.locked(name):
-            continue  # being created right now
-        why = None
-        if state.orphaned(name):
-            why = "its `run` is dead"
-        else:
-            try:
-                state.load(name)
-            except StateDamaged:
-                why = "its record is damaged"
-        if why:
-            found += 1
-            handled.add(name)
-            progress(f"{name}: {why}" + ("" if dry_run else ": removing"))
-            if not dry_run:
-                ops.destroy_name(name, progress)
-    strays = stray_processes()
-    if strays:
-        found += 1
-        progress(
-            f"{len(strays)} sandbox processes of removed clusters"
-            + ("" if dry_run else ": stopping")
-        )
-        if not dry_run:
-            terminate(strays)
-    found += _sweep_stacks(backend, dry_run=dry_run, yes=yes, skip=handled)
-    if not found:
-        progress("nothing to sweep")
-
-
-def _sweep_stacks(backend: str | None, *, dry_run: bool, yes: bool, skip: set[str]) -> int:
-    """The cloud half of `sweep`: stale stacks in the backend; how many were found."""
     import sys
 
-    from gpufleet.clusters import ops
-    from gpufleet.components.exitcodes import ExitCode
-    from gpufleet.core.errors import GpufleetError
-    from gpufleet.provision import pulumi
+    from gpufleet.clusters.sweep import sweep as sweep_leftovers
 
-    if not pulumi.may_hold_stacks(backend):
-        return 0  # an empty file backend: no Pulumi CLI needed to know there is nothing
-    stale = [
-        (s, why)
-        for s, why in ops.stale_stacks(pulumi.list_stacks(backend), time.time())
-        if s.cluster not in skip
-    ]
-    for s, why in stale:
-        progress(f"stack {s.stack} (cluster {s.cluster}): {why}")
-    if not stale or dry_run:
-        return len(stale)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise GpufleetError(
-                f"{len(stale)} cloud stacks to destroy; not asked on a non-terminal",
-                hint="pass --yes to remove them, or --dry-run to only list them",
-                exit_code=ExitCode.USAGE,  # a flag is missing
-            )
-        typer.confirm(f"destroy {len(stale)} cloud stacks?", abort=True)
-    for s, _why in stale:
-        ops.remove_stack(s, backend, progress)
-    return len(stale)
+    def ask(question: str) -> None:
+        typer.confirm(question, abort=True)
+
+    found = sweep_leftovers(
+        progress,
+        dry_run=dry_run,
+        yes=yes,
+        backend=backend,
+        confirm=ask if sys.stdin.isatty() else None,
+    )
+    if not found:
+        progress("nothing to sweep")
 
 
 def status(

@@ -1,0 +1,50 @@
+"""`gpufleet.clusters.sweep` called from Python: the same leftovers and refusals as the command."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.clusters.sweep import leftover_clusters, sweep
+from gpufleet.core import state
+from gpufleet.core.errors import GpufleetError
+from gpufleet.provision import pulumi as pp
+from tests.gpufleet.cli.test_sweep import FakeBackend, destroyed, scene
+
+
+@pytest.fixture
+def backend(gpufleet_home, monkeypatch):
+    """The fake Automation API of the command's tests (tests/gpufleet/cli/test_sweep.py)."""
+    fake = FakeBackend({})
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
+    monkeypatch.setattr(pp, "_workspace", lambda _b: fake)
+    monkeypatch.setattr(pp, "_stack", fake.stack)
+    monkeypatch.setattr(pp, "may_hold_stacks", lambda _b=None: True)
+    return fake
+
+
+def test_leftovers_are_dead_runs_and_damaged_records_never_one_being_created(backend):
+    scene(backend)
+    state.cluster_dir("broken").mkdir(parents=True)
+    (state.cluster_dir("broken") / "cluster.json").write_text("{not json")
+    with state.lock("making"):
+        assert sorted(leftover_clusters()) == [
+            ("broken", "its record is damaged"),
+            ("run-dead", "its `run` is dead"),
+        ]
+
+
+def test_stacks_go_only_when_yes_or_confirmed_and_a_dry_run_removes_nothing(backend):
+    scene(backend)
+    lines: list[str] = []
+    assert sweep(lines.append, dry_run=True) == 4  # a dead run's cluster, three stale stacks
+    assert backend.calls == [] and "run-dead" in state.names()
+    with pytest.raises(GpufleetError, match="3 cloud stacks to destroy; not asked") as e:
+        sweep(lines.append)  # no `yes`, nobody to ask: no stale stack goes
+    # the dead run's cluster went (with its own stack) before the question of the others
+    assert e.value.exit_code == 2 and destroyed(backend) == {"run-dead"}
+    asked: list[str] = []
+    assert sweep(lines.append, confirm=asked.append) == 3
+    assert asked == ["destroy 3 cloud stacks?"]
+    assert destroyed(backend) == {"run-dead", "no-record", "half-made", "kept-expired"}
+    assert set(backend.outputs) == {"kept-up", "run-live", "t-image"}
