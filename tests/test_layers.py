@@ -15,7 +15,7 @@ The rules:
   parses and prints; nothing below it knows about it.
 - The packages in LAYERS, bottom to top; a package imports only packages below it (and itself):
     components   the cloud/Pulumi side and the shared tables (errors, exit codes, catalog)
-    core         errors, state, signals, deadline: what every other layer needs
+    core         errors, state, signals, deadline, providers: what every other layer needs
     remote       ssh: connections, the holder, the tree, groups
     provision    providers that make nodes (local sshd, VM, Pulumi), over remote
     clusters     cluster operations, cost and plans, over provision

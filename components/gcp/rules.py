@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.errors import SpecError
@@ -123,7 +123,7 @@ def zone_and_region(spec: ClusterSpec) -> tuple[str, str]:
 
 def termination_time(expires_at: float) -> str:
     """GCE's `scheduling.terminationTime`: RFC 3339 in UTC."""
-    return datetime.fromtimestamp(int(expires_at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(expires_at), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # All a node's own service account may do: delete a VM (instances.delete's one permission,

@@ -106,7 +106,7 @@ def up(
     )
     est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
     options = {"backend": backend} if backend else dict(byo_options)
-    info = lifecycle.up(spec, progress, **options)
+    info = lifecycle.up(spec, progress, max_cost=max_cost, **options)
     if as_json:
         doc = documents.cluster(
             info,

@@ -33,6 +33,8 @@ def gate(
     from gpufleet.cli.common import print_json
 
     est = cost.estimate(spec)
+    # before the plan is shown or Y/n asked; lifecycle.up and run_job check it again for
+    # every caller, Python ones included
     cost.check_budget(est, max_cost)
     if dry_run:
         from gpufleet.components.registry import unchecked_availability

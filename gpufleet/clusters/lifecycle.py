@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gpufleet.clusters import ops
+from gpufleet.clusters import cost, ops
 from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.core.errors import GpufleetError
-from gpufleet.core.signals import shielded
+from gpufleet.core.signals import raise_pending, shielded
 from gpufleet.provision import Progress, traits
 from gpufleet.remote import Group
 
@@ -26,9 +26,13 @@ def wait_ready(
     group.wait_ready(timeout, refused_fails=refused_fails, progress=progress)
 
 
-def up(spec: ClusterSpec, progress: Progress, **options: Any) -> ClusterInfo:
-    """`gpufleet up`: a cluster whose every node answers SSH. A failure or Ctrl-C before then
+def up(
+    spec: ClusterSpec, progress: Progress, *, max_cost: float | None = None, **options: Any
+) -> ClusterInfo:
+    """`gpufleet up`: a cluster whose every node answers SSH. Refused before anything exists
+    when its cost at TTL is over max_cost (USD); a failure or Ctrl-C before SSH answers
     removes what was created."""
+    cost.check_budget(cost.estimate(spec), max_cost)
     started = time.monotonic()
     progress(f"creating {spec.nodes} {spec.cloud} nodes for cluster {spec.name}")
     info = ops.create(spec, progress, **options)
@@ -36,8 +40,10 @@ def up(spec: ClusterSpec, progress: Progress, **options: Any) -> ClusterInfo:
         with Group(info) as g:
             wait_ready(g, progress)
     except BaseException:
-        progress("nodes unreachable: removing what was created")
-        ops.destroy(info, progress, **options)
+        with shielded():  # a second signal abandons the rollback; one more is remembered
+            progress("nodes unreachable: removing what was created")
+            ops.destroy(info, progress, **options)
+        raise_pending()
         raise
     progress(f"cluster {spec.name} ready in {time.monotonic() - started:.1f}s")
     return info
@@ -65,3 +71,4 @@ def for_run(
                 except GpufleetError as e:
                     progress(f"teardown failed: {e}; run `gpufleet down {info.name}`")
                     raise
+        raise_pending()  # a signal during the teardown ends the caller with its code

@@ -18,7 +18,7 @@ from gpufleet.core.errors import (
     StateDamaged,
 )
 from gpufleet.core.signals import shielded
-from gpufleet.provision import EXPIRY, Progress, for_cloud, may_write, traits
+from gpufleet.provision import Progress, for_cloud, traits
 from gpufleet.remote import sshconfig
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
 def extend(name: str, minutes: int) -> float:
     """Move a cluster's hard expiry to `minutes` from now; the new epoch seconds."""
     info = state.load(name)
-    if EXPIRY not in may_write(info.cloud):
+    if not traits(info.cloud).can_extend:
         raise HostsNotOurs(name, info.cloud, "expiry")  # hosts the user has: none to move
     expires_at = time.time() + minutes * 60
     for_cloud(info.cloud).extend(info, expires_at)

@@ -36,7 +36,11 @@ class Provider:
     pulumi: bool = False  # made by a Pulumi stack: needs the Pulumi CLI; a stack to destroy
     catalog: bool = False  # instance types in components/catalog (GPUs, fabric, price)
     own_hosts: bool = False  # machines the user already has: their price is not gpufleet's to know
-    can_extend: bool = True  # `extend` can move its nodes' hard expiry
+
+    @property
+    def can_extend(self) -> bool:
+        """`extend` can move its nodes' hard expiry: only where gpufleet may write it."""
+        return EXPIRY in self.may_write
 
 
 def _cloud(description: str) -> Provider:
@@ -75,7 +79,6 @@ PROVIDERS: dict[str, Provider] = {
         description="your own hosts (--hosts or --inventory)",
         ssh_wait_s=60,
         own_hosts=True,
-        can_extend=False,
     ),
     "aws": _cloud("Amazon EC2, through Pulumi"),
     "gcp": _cloud("Google Compute Engine, through Pulumi"),

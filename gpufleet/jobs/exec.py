@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
-
-# (node, line, is_stderr) for each line a node prints, as it comes
-Stream = Callable[[str, str, bool], None]
+    from gpufleet.remote.session import Stream
 
 
 def run_on_nodes(

@@ -6,7 +6,6 @@ import itertools
 import re
 import shlex
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +28,9 @@ from gpufleet.remote.head import (
 if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
     from gpufleet.jobs.sync import SyncReport
+    from gpufleet.provision import Progress
 
 FANOUT_MARK = "__GPUFLEET_SYNC__"
-Progress = Callable[[str], None]
 
 
 def _rsync_escape(path: str) -> str:

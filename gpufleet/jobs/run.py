@@ -15,6 +15,7 @@ from gpufleet.clusters import cost, lifecycle
 from gpufleet.clusters.cost import Estimate
 from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
     ConnectionClosed,
@@ -72,6 +73,15 @@ class JobRequest:
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
     max_cost: float | None = None  # USD: refuse to start over it (cost.check_budget)
     timeout_s: float | None = None  # stop the whole run after this long (core/deadline.py)
+
+    def __post_init__(self) -> None:
+        if (self.spec is None) == (self.cluster is None):
+            raise GpufleetError(
+                "a run needs a cluster to create (spec) or one to reuse (cluster), not "
+                + ("both" if self.spec is not None else "neither"),
+                hint="give exactly one of JobRequest(spec=...) and JobRequest(cluster=...)",
+                exit_code=ExitCode.USAGE,
+            )
 
 
 class _LeaseKeeper:
@@ -355,10 +365,17 @@ def _job(
                 group.cancel()
         raise
     finally:
-        with shielded():
+        # A cluster made for this run is torn down next (lifecycle.for_run): the shield stays
+        # up until that teardown ends, so no signal lands between the two.
+        shield = shielded()
+        shield.__enter__()
+        try:
             if lease is not None:
                 lease.stop()
                 if req.keep and group is not None:
                     group.write_lease(None)  # kept: only its hard expiry applies now
             if group is not None:
                 group.close()
+        finally:
+            if not created:
+                shield.__exit__()

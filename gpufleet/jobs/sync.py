@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.jobs.rsync import Progress, mb, rsync_via_head
+from gpufleet.jobs.rsync import mb, rsync_via_head
 from gpufleet.jobs.syncfiles import RUNS_DIR, Selection, manifest, select
 
 if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
+    from gpufleet.provision import Progress
     from gpufleet.remote import Group
 
 

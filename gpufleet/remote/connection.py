@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
-from gpufleet.core.errors import HostKeyMismatch
+from gpufleet.components.exitcodes import ExitCode
+from gpufleet.core.errors import GpufleetError, HostKeyMismatch
 from gpufleet.remote.knownhosts import host_entry, private_port
 
 if TYPE_CHECKING:
@@ -35,7 +36,12 @@ def open_socket(node: NodeInfo, via: paramiko.Transport | None, timeout: float) 
     head's sshd makes the TCP connection, and the SSH session inside is end-to-end.
     """
     if via is None:
-        assert node.public_ip, f"{node.name}: no public address, no head to reach it through"
+        if not node.public_ip:
+            raise GpufleetError(
+                f"{node.name} has no public address and no head to reach it through",
+                hint="check the cluster's record: `gpufleet status NAME`",
+                exit_code=ExitCode.UNREACHABLE,
+            )
         sock = socket.create_connection((node.public_ip, node.ssh_port), timeout=timeout)
         # Without TCP_NODELAY, Nagle + delayed ACK stall each handshake by ~40 ms.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
 
 # Where the head keeps the cluster key and the workers' pinned host keys: in its workdir's run
-# folder (sync.RUNS_DIR, which no rsync of the workdir sends or deletes), never beside the
+# folder (jobs/syncfiles.RUNS_DIR, which no rsync of the workdir sends or deletes), never beside the
 # workdir: on hosts gpufleet did not create, nothing may be left outside it.
 HEAD_KEYS = ".gpufleet/ssh"
 MUX_PERSIST_S = 300

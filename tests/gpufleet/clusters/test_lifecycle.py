@@ -9,7 +9,7 @@ import pytest
 
 from gpufleet.clusters import cost, lifecycle
 from gpufleet.components.clusterspec import ClusterSpec
-from gpufleet.core import state
+from gpufleet.core import signals, state
 from gpufleet.core.errors import JobFailed
 from gpufleet.core.signals import Interrupted
 from gpufleet.jobs import run as job
@@ -138,3 +138,46 @@ def test_run_job_from_python_stops_at_its_deadline(monkeypatch):
         job.run_job(_request(cluster="t", timeout_s=0.2), lambda m: None, lambda *a: None)
     rec = runs.load("r1")
     assert (rec.status, rec.exit_code) == ("timed out", 124)
+
+
+class _Unreachable:
+    """A Group whose nodes never answer; closing it records whether signals are held back."""
+
+    closed: list[bool] = []
+
+    def __init__(self, info):
+        self.info = info
+
+    def wait_ready(self, *a, **kw):
+        raise TimeoutError("no answer")
+
+    def close(self):
+        _Unreachable.closed.append(bool(getattr(signals._shielded, "on", False)))
+
+
+@pytest.mark.parametrize("created", [True, False])
+def test_no_signal_lands_between_the_jobs_teardown_and_its_clusters(monkeypatch, created):
+    """Old job.py closed the group and removed the cluster in one shielded block; now two
+    modules do them. A signal between the two would raise before the cluster's teardown ran,
+    leaving it to the garbage collector: the shield stays up from one to the other."""
+    shield_at_cluster_exit: list[bool] = []
+
+    class Cluster:
+        def __enter__(self):
+            return fakes.cluster(cloud="local", gpus=0, n=2)
+
+        def __exit__(self, *exc):
+            shield_at_cluster_exit.append(bool(getattr(signals._shielded, "on", False)))
+            with signals.shielded():  # for_run's own teardown
+                pass
+
+    _Unreachable.closed = []
+    monkeypatch.setattr(job, "Group", _Unreachable)
+    monkeypatch.setattr(job.lifecycle, "for_run", lambda *a, **kw: Cluster())
+    state.save(fakes.cluster(cloud="local", gpus=0, n=2))
+    req = _request(spec=_spec()) if created else _request(cluster="t")
+    with pytest.raises(TimeoutError):
+        job.run_on_cluster(req, lambda m: None, lambda *a: None)
+    assert _Unreachable.closed == [True]  # the group closes shielded either way
+    assert shield_at_cluster_exit == ([True] if created else [])
+    assert not getattr(signals._shielded, "on", False)  # and nothing is left held back
