@@ -181,3 +181,20 @@ def test_no_signal_lands_between_the_jobs_teardown_and_its_clusters(monkeypatch,
     assert _Unreachable.closed == [True]  # the group closes shielded either way
     assert shield_at_cluster_exit == ([True] if created else [])
     assert not getattr(signals._shielded, "on", False)  # and nothing is left held back
+
+
+def test_up_from_python_checks_the_budget_before_anything_is_created(calls):
+    spec = _spec("aws", instance_type="p4d.24xlarge", ttl_minutes=600)
+    with pytest.raises(cost.OverBudget, match="over 1 USD"):
+        lifecycle.up(spec, lambda m: None, max_cost=1.0)
+    assert calls == []  # nothing created
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_run_request_names_exactly_one_cluster(both):
+    from gpufleet.core.errors import GpufleetError
+
+    given = {"cluster": "t", "spec": _spec()} if both else {}
+    with pytest.raises(GpufleetError, match="both" if both else "neither") as e:
+        _request(**given)
+    assert e.value.exit_code == 2 and e.value.hint
