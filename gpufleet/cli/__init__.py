@@ -142,9 +142,9 @@ def _fast_exec(args: list[str]) -> int | None:
 
 def _fast_sync(args: list[str]) -> int | None:
     """`sync` without typer or pydantic: start-up would be most of a no-change sync."""
-    if args[:1] != ["sync"]:  # gpufleet.jobs.sync is not imported for the other commands
+    if args[:1] != ["sync"]:  # the parser is not imported for the other commands
         return None
-    from gpufleet.jobs.sync import parse_fast
+    from gpufleet.cli.fastsync import parse_fast
 
     parsed = parse_fast(args)
     if parsed is None:

@@ -256,13 +256,13 @@ def status(
 ) -> None:
     """Show a cluster: type, expiry, $/hour, and whether each node is running."""
     from gpufleet.cli import documents
+    from gpufleet.clusters import ops
     from gpufleet.core import state
-    from gpufleet.provision import for_cloud
 
     info, est = _recorded(name)
     if info is None:
         info = state.load(name)  # raises the right error (not found, unreadable)
-    states = for_cloud(info.cloud).status(info)
+    states = ops.node_states(info)
     doc = documents.cluster(
         info,
         states,

@@ -37,16 +37,8 @@ def health(
         raise typer.BadParameter("--sizes applies to the probe: add --fabric", param_hint="--sizes")
     sizes = validate.sizes(sizes)
     info = state.load(name)
-    from gpufleet.remote import Group
-
-    with Group(info) as group:
-        group.wait_ready(60, refused_fails=True, progress=progress)
-        reports = h.check_cluster(info, group)
-        probe = None
-        if fabric:
-            progress(f"all-reduce probe across {len(info.nodes)} nodes")
-            stream = None if as_json else _without_protocol(node_printer(), h.PROBE_MARK)
-            probe = h.fabric_probe(info, group, sizes, stream=stream)
+    stream = None if as_json else _without_protocol(node_printer(), h.PROBE_MARK)
+    reports, probe = h.check(info, progress, stream, fabric=fabric, sizes=sizes)
     ok = all(r.ok for r in reports.values())
     if as_json:
         nodes = [

@@ -120,6 +120,12 @@ def extend(name: str, minutes: int) -> float:
     return expires_at
 
 
+def node_states(info: ClusterInfo) -> dict[str, str]:
+    """Node name -> what its provisioner says of it (running, stopped, gone, ...); changes
+    nothing."""
+    return for_cloud(info.cloud).status(info)
+
+
 def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecord, str]]:
     """The cloud stacks `sweep` removes, each with why: past its expiry, or no live CLI owns
     its cluster here (no record, or the `run` that owns it is dead)."""

@@ -11,7 +11,7 @@ from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.resources import data_dir
 from gpufleet.core.errors import GpufleetError
 from gpufleet.jobs import launch
-from gpufleet.provision import traits
+from gpufleet.provision import Progress, traits
 from gpufleet.remote import Group
 
 SCRIPTS = data_dir("scripts")
@@ -172,6 +172,27 @@ def fabric_probe(
         f"fabric probe gave no report (exit codes {failed or 'all 0'})",
         hint="see the node output above; torch must be installed on the nodes",
     )
+
+
+def check(
+    info: ClusterInfo,
+    progress: Progress = lambda _m: None,
+    stream: Any = None,
+    *,
+    fabric: bool = False,
+    sizes: str | None = None,
+) -> tuple[dict[str, NodeHealth], dict[str, Any] | None]:
+    """What `gpufleet health` does: wait for SSH (60 s; a node refusing it fails), the node
+    check everywhere, and with `fabric` the all-reduce probe (`stream` gets its node output).
+    (node name -> its health, the probe's report or None)."""
+    with Group(info) as group:
+        group.wait_ready(60, refused_fails=True, progress=progress)
+        reports = check_cluster(info, group)
+        probe = None
+        if fabric:
+            progress(f"all-reduce probe across {len(info.nodes)} nodes")
+            probe = fabric_probe(info, group, sizes, stream=stream)
+    return reports, probe
 
 
 def gate(info: ClusterInfo, group: Group) -> dict[str, NodeHealth]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
 from gpufleet.jobs import health
@@ -54,3 +55,63 @@ def test_cloud_nodes_are_checked_against_the_catalog():
     assert "--nvswitch" in cmd and "--expect-memory-gib 80" in cmd
     nd = health.expected_for(cluster("azure", "Standard_ND96asr_v4", "infiniband"))
     assert nd.fabric_devices == 8 and nd.busbw_baseline_gbps is None
+
+
+class FakeGroup:
+    """Stands in for remote.Group: node-1 reports a failed check, the others pass."""
+
+    def __init__(self, info):
+        self.info, self.calls = info, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.calls.append("closed")
+
+    def wait_ready(self, timeout, *, refused_fails=False, progress=None):
+        self.calls.append(("wait_ready", timeout, refused_fails))
+
+    def put(self, files):
+        self.calls.append(("put", sorted(files)))
+
+    def run(self, cmd, *, check=True, timeout=None):
+        self.calls.append(("run", cmd))
+        bad = {"ok": False, "checks": [{"name": "ecc", "ok": False, "detail": "2 DBE"}]}
+        return {
+            n.name: SimpleNamespace(
+                exit_code=0, error=None, stderr="",
+                stdout=json.dumps(bad if n.name == "node-1" else {"ok": True, "checks": []}),
+            )
+            for n in self.info.nodes
+        }  # fmt: skip
+
+
+def test_check_is_what_the_health_command_does(monkeypatch):
+    groups = []
+    monkeypatch.setattr(health, "Group", lambda info: groups.append(FakeGroup(info)) or groups[-1])
+    reports, probe = health.check(cluster())
+    assert probe is None
+    assert reports["node-0"].ok and not reports["node-1"].ok
+    assert reports["node-1"].reasons == ["ecc: 2 DBE"]
+    calls = groups[0].calls
+    assert calls[0] == ("wait_ready", 60, True)  # a node refusing SSH fails, it is not awaited
+    scripts = sorted(f"{health.REMOTE_DIR}/{n}" for n in (health.CHECK, health.PROBE))
+    assert calls[1] == ("put", scripts)
+    assert "--expect-gpus 0 --fabric none" in calls[2][1]
+    assert calls[-1] == "closed"
+
+
+def test_check_runs_the_probe_with_fabric_on_the_same_group(monkeypatch):
+    groups, said = [], []
+    monkeypatch.setattr(health, "Group", lambda info: groups.append(FakeGroup(info)) or groups[-1])
+
+    def probe(info, group, sizes, stream=None):
+        assert group is groups[0] and "closed" not in group.calls
+        return {"sizes": sizes, "stream": stream}
+
+    monkeypatch.setattr(health, "fabric_probe", probe)
+    stream = object()
+    _, report = health.check(cluster(), said.append, stream, fabric=True, sizes="1M")
+    assert report == {"sizes": "1M", "stream": stream}
+    assert said == ["all-reduce probe across 2 nodes"]
