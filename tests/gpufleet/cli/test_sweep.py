@@ -52,8 +52,8 @@ class FakeBackend:
         return Stack()
 
 
-@pytest.fixture
-def backend(gpufleet_home, monkeypatch):
+def fake_backend(monkeypatch) -> FakeBackend:
+    """An empty FakeBackend put where the provisioner reaches the Automation API."""
     fake = FakeBackend({})
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(pp, "_import_sdk", lambda: None)
@@ -61,6 +61,11 @@ def backend(gpufleet_home, monkeypatch):
     monkeypatch.setattr(pp, "_stack", fake.stack)
     monkeypatch.setattr(pp, "may_hold_stacks", lambda _b=None: True)
     return fake
+
+
+@pytest.fixture
+def backend(gpufleet_home, monkeypatch):
+    return fake_backend(monkeypatch)
 
 
 def outputs(name: str, expires_at: float | None) -> dict:

@@ -7,20 +7,13 @@ import pytest
 from gpufleet.clusters.sweep import leftover_clusters, sweep
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
-from gpufleet.provision import pulumi as pp
-from tests.gpufleet.cli.test_sweep import FakeBackend, destroyed, scene
+from tests.gpufleet.cli.test_sweep import destroyed, fake_backend, scene
 
 
 @pytest.fixture
 def backend(gpufleet_home, monkeypatch):
     """The fake Automation API of the command's tests (tests/gpufleet/cli/test_sweep.py)."""
-    fake = FakeBackend({})
-    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
-    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
-    monkeypatch.setattr(pp, "_workspace", lambda _b: fake)
-    monkeypatch.setattr(pp, "_stack", fake.stack)
-    monkeypatch.setattr(pp, "may_hold_stacks", lambda _b=None: True)
-    return fake
+    return fake_backend(monkeypatch)
 
 
 def test_leftovers_are_dead_runs_and_damaged_records_never_one_being_created(backend):
