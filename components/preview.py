@@ -64,9 +64,11 @@ def _cloud_mocks() -> list[Any]:
 class RecordingMocks(pulumi.runtime.Mocks):
     """Echo inputs back as outputs, plus the computed fields a cloud would fill in."""
 
-    def __init__(self) -> None:
+    def __init__(self, account: Any = None) -> None:
         self.plan = Plan()
         self.clouds = _cloud_mocks()
+        # A FakeAccount (components/validators.py) answers first, and makes the validators run.
+        self.account = account
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         from gpufleet.components.expiry import fake_outputs as expiry_outputs
@@ -90,6 +92,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return [f"{args.name}-id", outputs]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if self.account is not None:
+            out = self.account.call(args.token, dict(args.args))
+            if out is not None:
+                return out
         for m in self.clouds:
             out = m.fake_call(args.token, dict(args.args))
             if out is not None:
@@ -126,9 +132,14 @@ def evaluate(
     config: dict[str, str] | None = None,
     project: str = "gpufleet",
     stack: str = "plan",
+    account: Any = None,
 ) -> Plan:
-    """Run `program` under mocks; it may return a dict of stack exports to resolve."""
-    mocks = RecordingMocks()
+    """Run `program` under mocks; it may return a dict of stack exports to resolve.
+
+    `account`: a FakeAccount (components/validators.py) the validators ask; without one they
+    are skipped as offline.
+    """
+    mocks = RecordingMocks(account)
     pulumi.runtime.set_mocks(
         mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )

@@ -14,6 +14,7 @@ from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError, SpecError
 from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.registry import offer_check
+from gpufleet.components.validators import run_validators
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -156,6 +157,8 @@ class GpuFleet(GpufleetComponent):
         # Before anything is registered: a region or zone without the type fails here.
         offered = offer_check(self.cloud)(spec, it.name)
         zone, self.availability = offered.zone, offered.availability
+        # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
+        self.checks = run_validators(spec, it)
         assert zone is not None  # EC2's check always picks the zone
         super().__init__(name, spec, opts, **kw)
         tags = self.tags

@@ -13,6 +13,7 @@ from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.registry import offer_check
+from gpufleet.components.validators import run_validators
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -38,6 +39,8 @@ class GpuFleet(GpufleetComponent):
         # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
         # after the resource group, network, identities and role assignments exist.
         self.availability = offer_check(self.cloud)(spec, it.name).availability
+        # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
+        self.checks = run_validators(spec, it)
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         tags = self.tags

@@ -21,6 +21,7 @@ from gpufleet.components.gcp.rules import (
     zone_and_region,
 )
 from gpufleet.components.registry import offer_check
+from gpufleet.components.validators import run_validators
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -132,6 +133,8 @@ class GpuFleet(GpufleetComponent):
         it = lookup("gcp", spec.instance_type or "")
         # Before anything is registered: a zone without the machine type fails here.
         self.availability = offer_check(self.cloud)(spec, it.name).availability
+        # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
+        self.checks = run_validators(spec, it)
         super().__init__(name, spec, opts, **kw)
         child = self.child()
         zone, region = zone_and_region(spec)

@@ -53,6 +53,8 @@ def plan(
         f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
     )
     out.print(f"availability: {_availability(doc['availability'])}")
+    for c in doc.get("checks", []):
+        out.print(f"check {c['status']}: {c['fact']} ({c['api']}): {c['detail']}")
 
 
 def _availability(a: dict) -> str:

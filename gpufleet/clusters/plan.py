@@ -102,6 +102,8 @@ def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -
         **price_estimate(it, spec.nodes, spec.spot),
         # Offline: a stand-in's answer or none, said as such (components/offers.py).
         "availability": built[0].availability.as_dict(),
+        # The account's facts (components/validators.py): skipped offline, with the reason.
+        "checks": [c.as_dict() for c in built[0].checks],
         "resources": [
             {
                 "type": r.type,
