@@ -75,12 +75,20 @@ def refuse_extension(cloud: str, created_expiry: float, wanted: float) -> tuple[
 REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
 
-def provider_config(spec: ClusterSpec) -> dict[str, str]:
-    """Provider settings for a spec's stack (its region, where the spec names one)."""
+def provider_config(spec: ClusterSpec, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Provider settings for a spec's stack: its region, and on GCP its project (from the
+    environment the provider and gcloud read; refused with the fix when none is set)."""
+    import os
+
+    out = {}
     region = spec.effective_region
     if spec.cloud in REGION_KEYS and region:
-        return {REGION_KEYS[spec.cloud]: region}
-    return {}
+        out[REGION_KEYS[spec.cloud]] = region
+    if spec.cloud == "gcp":
+        from gpufleet.components.gcp.rules import project_from_env
+
+        out["gcp:project"] = project_from_env(dict(os.environ) if env is None else env)
+    return out
 
 
 @dataclass(frozen=True)

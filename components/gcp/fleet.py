@@ -9,14 +9,13 @@ import pulumi_gcp as gcp
 
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.gcp.identity import SharedIdentity
 from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
-    SELF_DELETE_PERMISSIONS,
+    DLVM_IMAGE,
     check_spec,
     labels,
-    node_account_id,
-    self_delete_role_id,
     termination_time,
     zone_and_region,
 )
@@ -25,16 +24,6 @@ from gpufleet.components.validators import run_validators
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
-
-# Deep Learning VM image family (facts §2.6; the family name seen in two independent public IaC
-# files, still to verify at deploy time). The boot disk names the family itself, not the image
-# it resolves to today: GCE picks the family's newest image at creation, and the provider does
-# not see a later image in the same family as a change, so a re-run of `pulumi up` after a
-# DLVM release keeps the VMs (a resolved self link would replace every VM).
-DLVM_IMAGE = (
-    "projects/deeplearning-platform-release/global/images/family/"
-    "common-cu128-ubuntu-2204-nvidia-570"
-)
 
 
 def scheduling(spec: ClusterSpec, expires_at: pulumi.Input[float]) -> Any:
@@ -55,60 +44,6 @@ def scheduling(spec: ClusterSpec, expires_at: pulumi.Input[float]) -> Any:
     when = pulumi.Output.from_input(expires_at).apply(termination_time)
     args.update(instance_termination_action="DELETE", termination_time=when)
     return gcp.compute.InstanceSchedulingArgs(**args)
-
-
-# The node's token must be able to call the Compute API at all: a VM's access scopes cap what
-# its service account may do, and IAM (the role below) is what actually limits it
-# (compute/docs/access/service-accounts#scopes_best_practice).
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-
-
-class SelfDelete:
-    """What lets a node delete its own VM at its lease or expiry (images/ttl/gpufleet-expire).
-
-    One service account per cluster, attached to every node; a custom role holding only
-    compute.instances.delete; and that role granted on each of the cluster's instances (an
-    instance-level binding, compute/docs/access/managing-access-to-resources), never on the
-    project: the account can delete this cluster's VMs and touch nothing else. Both ids carry
-    a digest of the cluster's fixed expiry, so a cluster re-created under the same name gets new
-    ones: a deleted custom role's id stays taken for 37 days (iam projects.roles.delete).
-    """
-
-    def __init__(self, name: str, cluster: str, expires_at: Any, child: Any):
-        self.account = gcp.serviceaccount.Account(
-            f"{name}-nodes",
-            account_id=expires_at.apply(lambda e: node_account_id(cluster, e)),
-            display_name=f"gpufleet {cluster} nodes"[:100],
-            description=f"gpufleet cluster {cluster}: its nodes delete themselves at expiry",
-            opts=child,
-        )
-        self.role = gcp.projects.IAMCustomRole(
-            f"{name}-self-delete",
-            role_id=expires_at.apply(lambda e: self_delete_role_id(cluster, e)),
-            title=f"gpufleet {cluster}: delete own VMs"[:100],
-            description="Lets a gpufleet node delete its own VM at its lease or expiry",
-            permissions=list(SELF_DELETE_PERMISSIONS),
-            opts=child,
-        )
-        self.member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
-
-    def attach(self) -> Any:
-        """The instance's service account: this cluster's, with a token the Compute API takes."""
-        return gcp.compute.InstanceServiceAccountArgs(
-            email=self.account.email, scopes=[CLOUD_PLATFORM_SCOPE]
-        )
-
-    def grant(self, label: str, vm: Any, child: Any) -> Any:
-        """The role on this one instance, for the cluster's account."""
-        return gcp.compute.InstanceIAMMember(
-            label,
-            instance_name=vm.name,
-            zone=vm.zone,
-            project=vm.project,
-            role=self.role.name,
-            member=self.member,
-            opts=child,
-        )
 
 
 def reservation_affinity(name: str | None) -> Any:
@@ -140,11 +75,16 @@ class GpuFleet(GpufleetComponent):
         zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)
         nets = build_networks(name, spec, it.extra_nics, child, region)
-        if not spec.public_workers and spec.nodes > 1 and not spec.vpc_id:
+        # A network the stack builds gets its NAT; an existing subnet's NAT was checked by the
+        # validators (components/gcp/validators.py).
+        if not spec.public_workers and spec.nodes > 1 and nets.built:
             worker_nat(name, nets.network, region, child)
 
         policy = None
-        if spec.nodes > 1 and it.name.startswith(COMPACT_SERIES):
+        # A VM consuming a reservation takes the reservation's placement policy; dstack sets none
+        # of its own then ("Cannot use our own placement policies when provisioning in a
+        # reservation", dstack src/dstack/_internal/core/backends/gcp/compute.py).
+        if spec.nodes > 1 and it.name.startswith(COMPACT_SERIES) and not spec.reservation:
             # No vm_count: with it, no VM finishes creating until all are requested (facts §0.8).
             policy = gcp.compute.ResourcePolicy(
                 f"{name}-compact",
@@ -165,7 +105,17 @@ class GpuFleet(GpufleetComponent):
         # for A3); the recipe mounts them as one RAID0 (images/steps/45-local-ssd.sh).
         scratch = [gcp.compute.InstanceScratchDiskArgs(interface="NVME")] * it.local_ssds or None
         ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
-        self_delete = SelfDelete(name, spec.name, self.expires_at, child)
+        self_delete = SharedIdentity(name, child)
+        # The expiry label stays on the instance (labels update in place) and off the boot disk:
+        # it changes with every TTL change, and boot disk labels force a new VM in providers
+        # before terraform-provider-google v7.3.0.
+        disk_labels = {k: v for k, v in node_labels.items() if k != "gpufleet-expires"}
+        # A TTL change moves scheduling.terminationTime, which is ForceNew
+        # (terraform-provider-google resource_compute_instance.go): the VM is replaced. Delete
+        # first, so a replacement never needs twice the GPU quota or capacity.
+        vm_opts = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(delete_before_replace=True)
+        )
 
         vms = []
         for i in range(spec.nodes):
@@ -193,7 +143,7 @@ class GpuFleet(GpufleetComponent):
                 zone=zone,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=image, size=spec.disk_gb, type="pd-ssd", labels=node_labels
+                        image=image, size=spec.disk_gb, type="pd-ssd", labels=disk_labels
                     )
                 ),
                 network_interfaces=nics,
@@ -201,13 +151,25 @@ class GpuFleet(GpufleetComponent):
                 scheduling=scheduling(spec, self.expires_at),
                 scratch_disks=scratch,
                 resource_policies=policy.self_link if policy else None,
-                metadata={"user-data": self.user_data(i), "ssh-keys": ssh_key},
+                metadata={
+                    "user-data": self.user_data(i),
+                    "ssh-keys": ssh_key,
+                    # Else the guest agent installs every project-wide key, with sudo.
+                    "block-project-ssh-keys": "TRUE",
+                },
+                # The recipe's driver is built by DKMS and unsigned: Secure Boot would refuse to
+                # load it (images/steps/10-driver.sh). An org policy compute.requireShieldedVm
+                # makes this VM fail to create; docs/clouds.md says so.
+                shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                    enable_secure_boot=False
+                ),
                 labels=node_labels,
                 tags=[name, ssh_tag(name)] if public else [name],
-                allow_stopping_for_update=True,
+                # Never stop a GPU node to update it: a change that needs a stop fails instead.
+                allow_stopping_for_update=False,
                 reservation_affinity=reservation_affinity(spec.reservation),
                 service_account=self_delete.attach(),
-                opts=child,
+                opts=vm_opts,
             )
             self_delete.grant(f"{name}-node-{i}-self-delete", vm, child)
             vms.append(vm)

@@ -25,6 +25,7 @@ class Networks:
     network: Any  # self link or name
     subnetwork: Any
     gpu: list[tuple[Any, Any]]  # (network, subnetwork) per extra NIC
+    built: bool = True  # False: an existing network and subnet (spec.vpc_id and subnet_id)
 
 
 def ssh_tag(name: str) -> str:
@@ -92,7 +93,7 @@ def build_networks(
             opts=opts,
         )
         gpu.append((gnet.id, gsub.id))
-    return Networks(network=network, subnetwork=subnetwork, gpu=gpu)
+    return Networks(network=network, subnetwork=subnetwork, gpu=gpu, built=internal is not None)
 
 
 def worker_nat(name: str, network: Any, region: str, opts: pulumi.ResourceOptions) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -130,21 +129,120 @@ def termination_time(expires_at: float) -> str:
 # compute/docs/reference/rest/v1/instances/delete), granted on the cluster's instances only.
 SELF_DELETE_PERMISSIONS = ("compute.instances.delete",)
 
+# One account and one custom role per project, kept across clusters (components/gcp/identity.py):
+# a role per cluster churned the 300-role limit, since a deleted custom role still counts for
+# 7 days (iam projects.roles.delete), and an account per cluster the 100-account default.
+NODE_ACCOUNT_ID = "gpufleet-nodes"  # 6-30 of [a-z0-9-] (iam projects.serviceAccounts.create)
+SELF_DELETE_ROLE_ID = "gpufleet_self_delete"  # 3-64 of [a-zA-Z0-9_.] (iam projects.roles.create)
 
-def _digest(cluster: str, expires_at: float) -> str:
-    return hashlib.sha256(f"{cluster}:{int(expires_at)}".encode()).hexdigest()[:8]
+# The default boot image: a Deep Learning VM family, named (not resolved) so a later image of the
+# family does not replace the VMs. The 570 family reached end of support on 2026-04-13 (DLVM
+# "Choose an image"); its successor pairs CUDA 12.9 with driver branch 580, the branch
+# images/versions.yaml pins for gcp, so the recipe keeps the image's driver (10-driver.sh).
+DLVM_PROJECT = "deeplearning-platform-release"
+DLVM_FAMILY = "common-cu129-ubuntu-2204-nvidia-580"
+DLVM_IMAGE = f"projects/{DLVM_PROJECT}/global/images/family/{DLVM_FAMILY}"
+
+# Where the provider and gcloud read the project from, in the provider's order.
+PROJECT_ENV = ("GOOGLE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 
 
-def node_account_id(cluster: str, expires_at: float) -> str:
-    """The nodes' service account id: 6-30 of [a-z0-9-], a letter first (iam
-    projects.serviceAccounts.create), unique per cluster creation."""
-    return f"gf-{cluster[:17]}-{_digest(cluster, expires_at)}"
+def project_from_env(env: dict[str, str]) -> str:
+    """The project the CLI's stack sets as gcp:project; refused with the fix when none is set."""
+    for key in PROJECT_ENV:
+        if env.get(key):
+            return env[key]
+    raise SpecError(
+        "gcp:project",
+        "no Google Cloud project is set, so GCE would not know where to create the cluster",
+        "export GOOGLE_CLOUD_PROJECT=<project id> (or CLOUDSDK_CORE_PROJECT, as "
+        "`gcloud config set project` does for gcloud), or `pulumi config set gcp:project <id>`",
+    )
 
 
-def self_delete_role_id(cluster: str, expires_at: float) -> str:
-    """The custom role's id: 3-64 of [a-zA-Z0-9_.] (iam projects.roles.create); new per cluster
-    creation, as a deleted role's id cannot be reused for 37 days."""
-    return f"gpufleet_{cluster.replace('-', '_')}_{_digest(cluster, expires_at)}"
+def image_family(image: str) -> tuple[str, str] | None:
+    """(project, family) of a `projects/P/global/images/family/F` reference, else None."""
+    m = re.fullmatch(
+        r"(?:https://www\.googleapis\.com/compute/v1/)?projects/([^/]+)/global/images/family/([^/]+)",
+        image,
+    )
+    return (m.group(1), m.group(2)) if m else None
+
+
+def image_name(image: str) -> tuple[str, str] | None:
+    """(project, name) of a `projects/P/global/images/N` reference, else None."""
+    m = re.fullmatch(
+        r"(?:https://www\.googleapis\.com/compute/v1/)?projects/([^/]+)/global/images/([^/]+)",
+        image,
+    )
+    return (m.group(1), m.group(2)) if m else None
+
+
+# Compute Engine quota metrics of each GPU (compute/docs/gpus: NVIDIA_<model>_GPUS per region, a
+# PREEMPTIBLE_ twin for Spot VMs), by the model names of components/catalog.yaml.
+GPU_QUOTA = {
+    "A100-SXM4-40GB": "NVIDIA_A100_GPUS",
+    "A100-SXM4-80GB": "NVIDIA_A100_80GB_GPUS",
+    "H100-SXM5-80GB": "NVIDIA_H100_GPUS",
+    "L4-24GB": "NVIDIA_L4_GPUS",
+    "T4-16GB": "NVIDIA_T4_GPUS",
+    "V100-SXM2-16GB": "NVIDIA_V100_GPUS",
+}
+
+
+def gpu_quota_metric(gpu_model: str, spot: bool) -> str | None:
+    """The regional quota metric a cluster of `gpu_model` GPUs draws on (None: not known)."""
+    metric = GPU_QUOTA.get(gpu_model)
+    if metric is None:
+        return None
+    return f"PREEMPTIBLE_{metric}" if spot else metric
+
+
+# Errors GCE returns through the provider, and what to do; matched on the error's text.
+_FAILURES: tuple[tuple[str, str, str], ...] = (
+    (
+        "GPUS_ALL_REGIONS",
+        "the project's GPUS_ALL_REGIONS quota (GPUs across all regions) is too low; "
+        "new projects often have 0",
+        "request an increase of 'GPUs (all regions)' in the console's Quotas page "
+        "(IAM & Admin > Quotas), then retry",
+    ),
+    (
+        "PREEMPTIBLE_NVIDIA_",
+        "the region's Spot (preemptible) GPU quota for this GPU is too low",
+        "request an increase of the region's 'Preemptible NVIDIA ... GPUs' quota, or run "
+        "without spot in a region that has on-demand quota",
+    ),
+    (
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "the zone has no capacity for this machine type right now (not a quota: GCE is out of it)",
+        "retry later, give other zones (`zones: [...]`), or use a reservation",
+    ),
+    (
+        "QUOTA_EXCEEDED",
+        "a Compute Engine quota of the project is too low for this cluster (the metric is "
+        "named in the error)",
+        "request an increase of the named quota in the console's Quotas page, or ask for "
+        "fewer nodes",
+    ),
+)
+
+
+_QUOTA = re.compile(
+    r"Quota '([A-Z0-9_]+)' exceeded\.\s*Limit: ([0-9.]+)(?: in region ([a-z0-9-]+))?"
+)
+
+
+def explain_failure(text: str) -> tuple[str, str] | None:
+    """(problem, fix) for a GCE error the provider passed on, by its code; else None."""
+    quota = _QUOTA.search(text)
+    for code, problem, fix in _FAILURES:
+        if code in text or (code == "QUOTA_EXCEEDED" and (quota or "quotaExceeded" in text)):
+            if quota:
+                where = f" in {quota.group(3)}" if quota.group(3) else ""
+                problem += f" ({quota.group(1)}: limit {quota.group(2)}{where})"
+            return problem, fix
+    return None
 
 
 def refuse_extension(termination: float, wanted: float) -> tuple[str, str] | None:

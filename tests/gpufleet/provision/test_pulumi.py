@@ -138,8 +138,9 @@ def test_unlearnable_address_never_opens_ssh_to_the_world():
 )  # fmt: skip
 def test_provider_config_places_the_region(cloud, it, key):
     zone = {"zone": "somewhere-1-b"} if cloud == "gcp" else {}  # GCP: no GPU zone is known there
-    cfg = provider_config(spec(cloud=cloud, instance_type=it, region="somewhere-1", **zone))
-    assert cfg == {key: "somewhere-1"}
+    env = {"GOOGLE_CLOUD_PROJECT": "p"}  # GCP also needs its project (components/gcp/rules.py)
+    cfg = provider_config(spec(cloud=cloud, instance_type=it, region="somewhere-1", **zone), env)
+    assert {k: v for k, v in cfg.items() if k != "gcp:project"} == {key: "somewhere-1"}
 
 
 def test_dynamic_provider_process_loads_the_bake_wait_from_this_checkout(tmp_path, monkeypatch):

@@ -1,0 +1,328 @@
+"""GCP cloud facts of issue 19 (items 7-14), each from a table written from its cited source;
+the GCP validators against a fake account (refuse and pass)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.components import stackconfig
+from gpufleet.components.errors import SpecError
+from gpufleet.components.preview import evaluate
+from gpufleet.components.validators import AccountError, FakeAccount
+from tests.components.stackplans import plan
+
+VM = "gcp:compute/instance:Instance"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+NAT = "gcp:compute/routerNat:RouterNat"
+ROOT = Path(__file__).resolve().parents[3]
+
+# DLVM "Choose an image" page, https://cloud.google.com/deep-learning-vm/docs/images (updated
+# 2026-04-10, as quoted in ../shared/reference/cloud-gpu-facts.md "Second reviews", read
+# 2026-11-25; the page itself could not be fetched from here): families past end of support are
+# deprecated and getFromFamily returns none of their images.
+DLVM_END_OF_SUPPORT = {"common-cu128-ubuntu-2204-nvidia-570": "2026-04-13"}
+TODAY = "2026-11-25"
+
+# terraform-provider-google google/services/compute/resource_compute_instance.go at e03b762
+# (2026-08-21), read 2026-11-25: which google_compute_instance fields replace the VM.
+FORCE_NEW = {
+    "scheduling.termination_time": True,  # "termination_time": {... ForceNew: true ...}
+    "labels": False,  # instance labels: no ForceNew, updated in place
+}
+# Boot disk initialize_params.labels: updated in place through disks.setLabels since v7.3.0
+# (commit 4724988 "make label updatable for google_compute_instance under initialize_params",
+# 2025-09-11); ForceNew before that.
+
+# Cluster Toolkit examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh
+# (GoogleCloudPlatform/cluster-toolkit at 7174ca3), read 2026-11-25: the A3 TCPX environment for
+# VM images that name the GPU NICs enp6s0/enp12s0/enp134s0/enp140s0.
+TCPX_ENV = {
+    "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "enp6s0:6-11;enp12s0:32-37;enp134s0:58-63;enp140s0:84-89",
+    "NCCL_GPUDIRECTTCPX_RX_BINDINGS": "enp6s0:12-17;enp12s0:38-43;enp134s0:64-69;enp140s0:90-95",
+    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "1000000",
+}
+
+# Real GCE error texts, read 2026-11-25: fastai/course-v3#165 (GPUS_ALL_REGIONS),
+# googlefonts/fontbakery-dashboard#81 (ZONE_RESOURCE_POOL_EXHAUSTED); the Spot GPU quota line is
+# the same message format with the metric PREEMPTIBLE_NVIDIA_A100_GPUS (unconfirmed verbatim).
+ERRORS = {
+    "GPUS_ALL_REGIONS": "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n"
+    " - Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.",
+    "ZONE_RESOURCE_POOL_EXHAUSTED": "ZONE_RESOURCE_POOL_EXHAUSTED: The zone "
+    "'projects/fontbakery-168509/zones/us-central1-a' does not have enough resources available "
+    "to fulfill the request. Try a different zone, or try again later.",
+    "PREEMPTIBLE_NVIDIA_A100_GPUS": "googleapi: Error 403: Quota "
+    "'PREEMPTIBLE_NVIDIA_A100_GPUS' exceeded.  Limit: 0.0 in region us-central1., quotaExceeded",
+}
+
+
+def _vm_image(p) -> str:
+    (image,) = {vm.inputs["bootDisk"]["initializeParams"]["image"] for vm in p.of_type(VM)}
+    return image
+
+
+def test_the_default_image_is_a_supported_family_on_the_pinned_driver_branch():
+    """Item 7: not a family past end of support, and the recipe's driver branch is the image's
+    (images/steps/10-driver.sh keeps a loaded driver on the pinned branch: no reinstall, no
+    reboot)."""
+    image = _vm_image(plan("gcp-g2"))
+    family = image.rsplit("/family/", 1)[1]
+    assert DLVM_END_OF_SUPPORT.get(family, "9999") > TODAY, f"{family} is past end of support"
+    branch = re.search(r"-nvidia-(\d+)$", family).group(1)
+    versions = yaml.safe_load((ROOT / "images/versions.yaml").read_text())
+    gcp_set = versions["sets"][versions["defaults"]["gcp"]]
+    assert gcp_set["driver_branch"]["version"] == branch
+    assert gcp_set["driver_version"]["version"].split(".")[0] == branch
+
+
+def test_a_reservation_brings_its_own_placement_policy():
+    """Item 8: a VM consuming a reservation takes the reservation's placement policy; dstack
+    sets none of its own then ("Cannot use our own placement policies when provisioning in a
+    reservation", dstack src/dstack/_internal/core/backends/gcp/compute.py, read 2026-11-25)."""
+    p = plan("gcp-a2", reservation="a2-res", spot=False)
+    assert not p.of_type(POLICY)
+    assert all(not vm.inputs.get("resourcePolicies") for vm in p.of_type(VM))
+    assert plan("gcp-a2").of_type(POLICY), "without a reservation the compact policy stays"
+
+
+def test_an_existing_network_without_its_subnet_still_gets_nat_for_the_workers():
+    """Item 9: vpc_id alone builds the stack's own network (a subnet is needed), so its NAT too:
+    Cloud NAT serves VMs without an external IP (the workers)."""
+    p = plan("gcp-a2", vpc_id="projects/p/global/networks/shared")
+    assert p.of_type(NAT)
+
+
+def test_the_cli_sets_the_project_from_the_environment_or_refuses_naming_the_field():
+    """Item 10: the provider needs a project; GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT are
+    where Google's tools read it (cloud.google.com/docs/authentication, gcloud config)."""
+    from gpufleet.components.registry import provider_config
+
+    spec = stackconfig.spec_from_config(stackconfig.stack_config("gcp-g2"), stack="gcp-g2")
+    assert provider_config(spec, {"CLOUDSDK_CORE_PROJECT": "proj-1"})["gcp:project"] == "proj-1"
+    with pytest.raises(SpecError) as e:
+        provider_config(spec, {})
+    assert e.value.field == "gcp:project" and "GOOGLE_CLOUD_PROJECT" in e.value.fix
+
+
+def test_a_ttl_change_touches_only_what_replaces_the_vm_and_deletes_before_creating(monkeypatch):
+    """Item 11: the expiry is on the instance's labels (in place) and in terminationTime
+    (ForceNew: the VM is replaced), never on the boot disk; the replacement deletes first (no
+    double GPU quota); no update may stop a GPU node."""
+    import pulumi_gcp as gcp
+
+    seen = []
+
+    class Spy(gcp.compute.Instance):
+        def __init__(self, name, *args, opts=None, **kw):
+            seen.append(opts)
+            super().__init__(name, *args, opts=opts, **kw)
+
+    monkeypatch.setattr(gcp.compute, "Instance", Spy)
+    p = plan("gcp-a2")
+    assert FORCE_NEW["scheduling.termination_time"] and not FORCE_NEW["labels"]
+    for vm in p.of_type(VM):
+        assert "gpufleet-expires" in vm.inputs["labels"]
+        assert "gpufleet-expires" not in vm.inputs["bootDisk"]["initializeParams"]["labels"]
+        assert vm.inputs["scheduling"]["terminationTime"]
+        assert vm.inputs.get("allowStoppingForUpdate") is False
+    assert seen and all(o.delete_before_replace for o in seen)
+
+
+def test_project_wide_ssh_keys_are_blocked_and_secure_boot_is_off_for_the_dkms_driver(a2=None):
+    """Item 13: without block-project-ssh-keys the guest agent installs every project-wide key
+    (compute/docs/connect/restrict-ssh-keys#block-keys). Item 14: Secure Boot loads only signed
+    modules (compute/docs/shielded-vm: "Secure Boot ... rejects any components that are not
+    properly signed"); the recipe's DKMS-built driver is not."""
+    for vm in plan("gcp-a2").of_type(VM):
+        assert str(vm.inputs["metadata"]["block-project-ssh-keys"]).upper() == "TRUE"
+        assert vm.inputs["shieldedInstanceConfig"]["enableSecureBoot"] is False
+
+
+def test_the_tcpx_environment_has_the_nic_bindings_and_flow_steering_wait():
+    """Item 14: TCPX without the TX/RX CPU bindings and flow-steering wait (Cluster Toolkit)."""
+    from gpufleet.components.fabric import nccl_env
+
+    env = nccl_env("tcpx", 2)
+    for key, value in TCPX_ENV.items():
+        assert env.get(key) == value, key
+
+
+@pytest.mark.parametrize("code", list(ERRORS))
+def test_gce_errors_are_explained_with_their_quota_and_fix(code):
+    """Item 14: the raw tail becomes a problem and a fix."""
+    from gpufleet.components.registry import explain_failure
+
+    known = explain_failure("gcp", ERRORS[code])
+    assert known, code
+    problem, fix = known
+    if code != "ZONE_RESOURCE_POOL_EXHAUSTED":
+        assert "quota" in problem.lower() and "increase" in fix
+    else:
+        assert "capacity" in problem and "zone" in fix
+    if code == "PREEMPTIBLE_NVIDIA_A100_GPUS":
+        assert "Spot" in problem and "limit 0.0 in us-central1" in problem
+
+
+# --- validators against a fake account -------------------------------------------------------
+
+IMAGE = "gcp:compute/getImage:getImage"
+CLIENT = "gcp:organizations/getClientConfig:getClientConfig"
+QUOTAS = "gcp:cloudquota/getSQuotaInfos:getSQuotaInfos"
+ROUTERS = "gcp:compute/getRouters:getRouters"
+ACCOUNT = "gcp:serviceaccount/getAccount:getAccount"
+ROLE = "gcp:projects/getIamCustomRole:getIamCustomRole"
+
+
+def _quota(metric: str, value: float, region: str | None = None) -> dict:
+    """A quotaInfo in the Cloud Quotas API's shape (cloud.google.com/docs/quotas/reference/rest)."""
+    dims = {"region": region} if region else {}
+    return {
+        "metric": f"compute.googleapis.com/{metric.lower()}",
+        "quotaId": metric,
+        "dimensions": ["region"] if region else [],
+        "dimensionsInfos": [
+            {"dimensions": dims, "details": [{"value": str(value)}], "applicableLocations": []}
+        ],
+    }
+
+
+ROOMY = [
+    _quota("NETWORKS", 15),
+    _quota("GPUS_ALL_REGIONS", 64),
+    _quota("NVIDIA_A100_GPUS", 16, "us-central1"),
+    _quota("CPUS", 500, "us-central1"),
+]
+
+
+def _image_ok(args):
+    return {"name": "common-cu129-ubuntu-2204-nvidia-580-v20261101", "status": "READY"}
+
+
+def _missing(what):
+    """Not found: live the provider raises (404); the fake answers nothing."""
+    return lambda args: {}
+
+
+def _account(**over):
+    invokes = {
+        CLIENT: lambda a: {"project": "p"},
+        IMAGE: _image_ok,
+        QUOTAS: lambda a: {"quotaInfos": ROOMY},
+        ROUTERS: lambda a: {"routers": []},
+        ACCOUNT: _missing("gpufleet-nodes"),
+        ROLE: _missing("gpufleet_self_delete"),
+    }
+    invokes.update(over)
+    return FakeAccount(invokes=invokes)
+
+
+def _run(stack: str, account: FakeAccount, **overrides):
+    config = stackconfig.stack_config(stack)
+    spec = stackconfig.spec_from_config(config, stack=stack).with_(**{"spot": False, **overrides})
+    built = []
+
+    def program():
+        built.append(stackconfig.build(spec))
+        return stackconfig.exports(built[0])
+
+    return built, evaluate(program, config=stackconfig.pulumi_config(config), account=account)
+
+
+def _refusal(stack: str, account: FakeAccount, **overrides) -> AccountError:
+    with pytest.raises(Exception) as caught:
+        _run(stack, account, **overrides)
+    err = caught.value
+    while not isinstance(err, AccountError) and err.__cause__ is not None:
+        err = err.__cause__
+    assert isinstance(err, AccountError), repr(caught.value)
+    return err
+
+
+def test_validators_pass_against_a_roomy_account_and_say_what_they_found():
+    built, plan_ = _run("gcp-a2", _account())
+    facts = {c.fact: c for c in built[0].checks}
+    assert all(c.status == "passed" for c in facts.values())
+    assert any("READY" in c.detail for c in facts.values())
+    assert any("NVIDIA_A100_GPUS 16 >= 16" in c.detail for c in facts.values())
+    assert plan_.of_type(VM)
+
+
+def test_an_image_that_does_not_resolve_is_refused_before_anything():
+    family = "projects/deeplearning-platform-release/global/images/family/x"
+    err = _refusal("gcp-a2", _account(**{IMAGE: _missing(family)}))
+    assert "does not resolve" in err.problem and "supported family" in err.fix
+
+
+def test_a_gpu_quota_of_zero_is_refused_naming_the_metric_and_region():
+    quotas = [q for q in ROOMY if q["quotaId"] != "NVIDIA_A100_GPUS"]
+    quotas.append(_quota("NVIDIA_A100_GPUS", 0, "us-central1"))
+    err = _refusal("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}))
+    assert "NVIDIA_A100_GPUS quota is 0 in us-central1" in err.problem and "needs 16" in err.problem
+
+
+def test_spot_draws_on_the_preemptible_gpu_quota():
+    quotas = [*ROOMY, _quota("PREEMPTIBLE_NVIDIA_A100_GPUS", 8, "us-central1")]
+    err = _refusal("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}), spot=True)
+    assert "PREEMPTIBLE_NVIDIA_A100_GPUS quota is 8" in err.problem
+
+
+def test_a_networks_quota_spent_is_refused_with_the_existing_network_as_a_fix():
+    quotas = [q for q in ROOMY if q["quotaId"] != "NETWORKS"] + [_quota("NETWORKS", 0)]
+    err = _refusal("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}))
+    assert "NETWORKS" in err.problem and "vpc_id and subnet_id" in err.fix
+
+
+EXISTING = {
+    "vpc_id": "projects/p/global/networks/shared",
+    "subnet_id": "projects/p/regions/us-central1/subnetworks/shared-uc1",
+}
+
+
+def test_an_existing_subnet_without_cloud_nat_is_refused():
+    err = _refusal("gcp-a2", _account(), **EXISTING)
+    assert "no Cloud NAT" in err.problem and "public_workers" in err.fix
+
+
+def test_an_existing_subnet_with_cloud_nat_passes_and_the_stack_adds_no_nat():
+    router = {
+        "name": "r1",
+        "network": "https://www.googleapis.com/compute/v1/projects/p/global/networks/shared",
+        "nats": [
+            {"name": "nat1", "sourceSubnetworkIpRangesToNat": "ALL_SUBNETWORKS_ALL_IP_RANGES"}
+        ],
+    }
+    built, p = _run("gcp-a2", _account(**{ROUTERS: lambda a: {"routers": [router]}}), **EXISTING)
+    assert any("Cloud NAT nat1" in c.detail for c in built[0].checks)
+    assert not p.of_type(NAT)
+
+
+def test_a_second_cluster_adopts_the_shared_account_and_role_instead_of_creating_them(monkeypatch):
+    """Item 12: found by the lookups, the account and role are imported, and every cluster keeps
+    them on `down` (retain_on_delete)."""
+    import pulumi_gcp as gcp
+
+    opts: dict = {}
+
+    def spy(base, name):
+        class Spy(base):
+            def __init__(self, rname, *args, opts=None, **kw):
+                seen[name] = opts
+                super().__init__(rname, *args, opts=opts, **kw)
+
+        return Spy
+
+    seen = opts
+    monkeypatch.setattr(gcp.serviceaccount, "Account", spy(gcp.serviceaccount.Account, "Account"))
+    monkeypatch.setattr(
+        gcp.projects, "IAMCustomRole", spy(gcp.projects.IAMCustomRole, "IAMCustomRole")
+    )
+    _run("gcp-a2", _account(**{ACCOUNT: lambda a: {"email": "x"}, ROLE: lambda a: {"name": "r"}}))
+    assert opts["Account"].import_ == (
+        "projects/p/serviceAccounts/gpufleet-nodes@p.iam.gserviceaccount.com"
+    )
+    assert opts["IAMCustomRole"].import_ == "projects/p/roles/gpufleet_self_delete"
+    assert opts["Account"].retain_on_delete and opts["IAMCustomRole"].retain_on_delete
