@@ -41,9 +41,12 @@ class SharedIdentity:
     One account and one custom role holding only compute.instances.delete, with fixed ids, per
     project. The first cluster creates them; every later one adopts them (`import_`, after a
     lookup) instead of creating its own; `retain_on_delete` keeps them when a cluster goes down,
-    so no cluster's `down` or failed attempt deletes (and churns) them. The role is granted per
-    instance (an instance-level binding, compute/docs/access/managing-access-to-resources),
-    never on the project: the account can delete only VMs of live gpufleet clusters.
+    so no cluster's `down` or failed attempt deletes them: a deleted role counts toward the
+    project's 300 for 7 days (iam projects.roles.delete) and its id is taken for up to 37. The
+    role is granted per instance (an instance-level binding,
+    compute/docs/access/managing-access-to-resources), never on the project: the account can
+    delete only VMs of live gpufleet clusters (of any of them: a node's token reaches its
+    neighbours' clusters too, the price of sharing one account).
     """
 
     def __init__(self, name: str, child: pulumi.ResourceOptions):

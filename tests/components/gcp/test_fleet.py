@@ -359,10 +359,15 @@ def test_the_account_may_delete_the_clusters_instances_and_nothing_else(a2):
 
 
 def test_every_cluster_shares_one_account_and_one_role_whatever_its_name_or_expiry():
-    """A deleted custom role still counts against the project's 300 roles for 7 days and its
-    id is taken meanwhile (iam/docs/reference/rest/v1/projects.roles/delete, read 2026-11-25);
-    a project holds 100 service accounts by default (iam/quotas, read 2026-11-25). One account
-    and one role, with fixed ids, whatever the cluster; a cluster's own part is its bindings."""
+    """Item 12. IAM projects.roles.delete (cloud.google.com/iam/docs/reference/rest/v1/
+    projects.roles/delete, read 2026-11-25): "A deleted custom role still counts toward the
+    custom role limit until it is permanently deleted", which is after 7 days; Pulumi's
+    gcp.projects.IAMCustomRole page (read 2026-11-25): the role id is free again only "between 7
+    and 37 days after deletion". A project holds 100 service accounts by default (IAM quotas).
+    A role and an account per cluster churned both; one of each, with fixed ids, whatever the
+    cluster, is never deleted, and a cluster's own part is its instance bindings."""
+    deleted_role = {"counts_toward_limit_days": 7, "id_reusable_after_days": 37}
+    assert deleted_role["counts_toward_limit_days"] < deleted_role["id_reusable_after_days"]
     ids = set()
     for stack, over in (("gcp-a2", {}), ("gcp-g2", {"ttl_minutes": 30}), ("gcp-a2", {"nodes": 3})):
         p = plan(stack, **over)
