@@ -11,6 +11,7 @@ import pulumi_aws as aws
 
 from gpufleet.components.aws.backstop import terminate_at_expiry
 from gpufleet.components.aws.network import aws_region, build_network
+from gpufleet.components.aws.offers import zone_fallback
 from gpufleet.components.bootstrap import EXPIRY_TAG
 from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError, SpecError
@@ -208,6 +209,7 @@ class GpuFleet(GpufleetComponent):
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
         self.checks = run_validators(spec, it)
         assert zone is not None  # EC2's check always picks the zone
+        self.zone_fallback = zone_fallback(spec, it.name)
         super().__init__(name, spec, opts, **kw)
         tags = self.tags
         child = self.child()
