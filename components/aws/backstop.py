@@ -1,5 +1,4 @@
-"""A cloud-side expiry for a fleet: EventBridge Scheduler terminates its instances at the hard
-expiry, whether or not the CLI is alive or the nodes' own timers run."""
+"""A cloud-side expiry: EventBridge Scheduler terminates each node, needing neither CLI nor node."""
 
 from __future__ import annotations
 
@@ -66,37 +65,43 @@ ASSUME = json.dumps(
 )
 
 
-def terminate_at_expiry(
-    name: str,
-    region: str,
-    instances: list[Any],
-    expires_at: pulumi.Input[int],
-    tags: dict[str, Any],
-    opts: pulumi.ResourceOptions,
-) -> Any:
-    """The schedule (and its role) that terminates `instances` at `expires_at`.
-
-    A TTL change moves only the schedule's expression (UpdateSchedule, in place); the schedule
-    deletes itself once it has run (ActionAfterCompletion DELETE, managing-schedule-delete.html).
-    """
-    role = aws.iam.Role(
+def backstop_role(name: str, tags: dict[str, Any], opts: pulumi.ResourceOptions) -> Any:
+    """The role EventBridge Scheduler assumes; each node's policy (terminate_at_expiry) is the
+    only thing it may do."""
+    return aws.iam.Role(
         f"{name}-backstop-role",
         assume_role_policy=ASSUME,
         description=f"gpufleet {name}: EventBridge Scheduler terminates the fleet at its expiry",
         tags={**tags, "Name": f"{name}-backstop-role"},
         opts=opts,
     )
+
+
+def terminate_at_expiry(
+    name: str,
+    region: str,
+    role: Any,
+    instance: Any,
+    expires_at: pulumi.Input[int],
+    opts: pulumi.ResourceOptions,
+) -> Any:
+    """The schedule that terminates node `name`'s `instance` at `expires_at`, and the policy
+    that lets `role` terminate that instance and no other.
+
+    One per node, so that adding a node adds a schedule and changes none (one schedule listing
+    every instance would be updated whenever the node count changes). A TTL change moves only
+    the schedule's expression (UpdateSchedule, in place); the schedule deletes itself once it
+    has run (ActionAfterCompletion DELETE, managing-schedule-delete.html).
+    """
     policy = aws.iam.RolePolicy(
         f"{name}-backstop-terminate",
         role=role.id,
-        policy=pulumi.Output.all(*[i.arn for i in instances]).apply(
-            lambda arns: terminate_policy(list(arns))
-        ),
+        policy=pulumi.Output.from_input(instance.arn).apply(lambda a: terminate_policy([a])),
         opts=opts,
     )
     return aws.scheduler.Schedule(
         f"{name}-backstop",
-        description=f"gpufleet {name}: terminate every node at the hard expiry",
+        description=f"gpufleet {name}: terminate the node at the hard expiry",
         schedule_expression=pulumi.Output.from_input(expires_at).apply(at_expression),
         schedule_expression_timezone="UTC",
         flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
@@ -104,9 +109,7 @@ def terminate_at_expiry(
         target=aws.scheduler.ScheduleTargetArgs(
             arn=f"arn:{partition(region)}:{TERMINATE}",
             role_arn=role.arn,
-            input=pulumi.Output.all(*[i.id for i in instances]).apply(
-                lambda ids: terminate_input(list(ids))
-            ),
+            input=pulumi.Output.from_input(instance.id).apply(lambda i: terminate_input([i])),
         ),
         # The role must be allowed to terminate before the schedule can run.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.components.aws.backstop import terminate_at_expiry
+from gpufleet.components.aws.backstop import backstop_role, terminate_at_expiry
 from gpufleet.components.aws.network import aws_region, build_network
 from gpufleet.components.aws.offers import zone_fallback
 from gpufleet.components.bootstrap import EXPIRY_TAG
@@ -308,9 +308,13 @@ class GpuFleet(GpufleetComponent):
                         opts=self.child(depends_on=net.gateways),
                     )
                 )
-        self.backstop = terminate_at_expiry(
-            name, aws_region(spec), instances, self.expires_at, tags, child
-        )
+        role = backstop_role(name, tags, child)
+        self.backstops = [
+            terminate_at_expiry(
+                f"{name}-node-{i}", aws_region(spec), role, inst, self.expires_at, child
+            )
+            for i, inst in enumerate(instances)
+        ]
         self.finish(
             [
                 {

@@ -42,18 +42,25 @@ def one(p: Plan, typ: str) -> Any:
     return r
 
 
-def test_a_schedule_terminates_every_node_at_the_hard_expiry():
+def schedules(p: Plan) -> dict[str, Any]:
+    return {s.name: s for s in p.of_type(SCHEDULE)}
+
+
+def test_a_schedule_terminates_each_node_at_the_hard_expiry():
     p = plan("aws-p5")  # stackplans fixes the expiry at 1_900_000_000
-    s = one(p, SCHEDULE)
     expected = datetime.fromtimestamp(1_900_000_000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    assert s.inputs["scheduleExpression"] == f"at({expected})"
-    assert s.inputs["scheduleExpressionTimezone"] == "UTC"
-    assert s.inputs["actionAfterCompletion"] == SOURCE["after"]
-    assert s.inputs["flexibleTimeWindow"] == {"mode": "OFF"}
-    target = s.inputs["target"]
-    assert target["arn"] == SOURCE["target"]
-    ids = [n["instance_id"] for n in p.outputs["nodes"]]
-    assert json.loads(target["input"]) == {"InstanceIds": ids}
+    nodes = p.outputs["nodes"]
+    found = schedules(p)
+    assert sorted(found) == [f"aws-p5-node-{i}-backstop" for i in range(len(nodes))]
+    for i, node in enumerate(nodes):
+        s = found[f"aws-p5-node-{i}-backstop"]
+        assert s.inputs["scheduleExpression"] == f"at({expected})"
+        assert s.inputs["scheduleExpressionTimezone"] == "UTC"
+        assert s.inputs["actionAfterCompletion"] == SOURCE["after"]
+        assert s.inputs["flexibleTimeWindow"] == {"mode": "OFF"}
+        assert s.inputs["target"]["arn"] == SOURCE["target"]
+        assert json.loads(s.inputs["target"]["input"]) == {"InstanceIds": [node["instance_id"]]}
+        assert s.inputs["target"]["roleArn"].endswith("aws-p5-backstop-role")
 
 
 def test_the_schedule_role_may_only_terminate_the_fleets_own_instances():
@@ -63,14 +70,18 @@ def test_the_schedule_role_may_only_terminate_the_fleets_own_instances():
     (stmt,) = trust["Statement"]
     assert stmt["Principal"] == {"Service": SOURCE["principal"]}
     assert stmt["Action"] == "sts:AssumeRole"
-    policy = json.loads(one(p, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
-    (allow,) = policy["Statement"]
-    assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
-    arns = sorted(i.inputs.get("arn") or "" for i in p.of_type(INSTANCE))
-    assert len(allow["Resource"]) == 2
-    assert all(a.startswith("arn:aws:ec2:") and ":instance/i-" in a for a in allow["Resource"])
-    assert arns is not None
-    assert one(p, SCHEDULE).inputs["target"]["roleArn"].endswith("aws-p5-backstop-role")
+    instances = {i.name: i for i in p.of_type(INSTANCE)}
+    policies = {r.name: r for r in p.of_type("aws:iam/rolePolicy:RolePolicy")}
+    assert sorted(policies) == [f"{n}-backstop-terminate" for n in sorted(instances)]
+    arns = set()
+    for policy in policies.values():
+        assert policy.inputs["role"] == "aws-p5-backstop-role-id"
+        (allow,) = json.loads(policy.inputs["policy"])["Statement"]
+        assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
+        (arn,) = allow["Resource"]
+        assert arn.startswith("arn:aws:ec2:") and ":instance/i-" in arn
+        arns.add(arn)
+    assert len(arns) == len(instances)  # each node's policy names its own instance
 
 
 def _plan_ttl(ttl: int) -> Plan:
@@ -122,8 +133,10 @@ def test_a_ttl_change_makes_no_new_launch_template_version_and_replaces_no_insta
         assert changed(x, y) == {"tags"}
         assert x.inputs["tags"]["gpufleet-expires"] == str(240 * 60)
         assert y.inputs["tags"]["gpufleet-expires"] == str(480 * 60)
-    assert one(a, SCHEDULE).inputs["scheduleExpression"] == "at(1970-01-01T04:00:00)"
-    assert one(b, SCHEDULE).inputs["scheduleExpression"] == "at(1970-01-01T08:00:00)"
+    for x, y in pairs(a, b, SCHEDULE):
+        assert changed(x, y) == {"scheduleExpression"}
+        assert x.inputs["scheduleExpression"] == "at(1970-01-01T04:00:00)"
+        assert y.inputs["scheduleExpression"] == "at(1970-01-01T08:00:00)"
 
 
 def test_a_recipe_change_still_makes_a_new_version(monkeypatch):
