@@ -91,6 +91,8 @@ def node_env(ctx: BootstrapContext) -> dict[str, str]:
         "GPUFLEET_VERSION_SET": versions.name,
         "GPUFLEET_PINS": ",".join(versions.pins),
     }
+    if expiry_tag(ctx):
+        env["GPUFLEET_EXPIRY_TAG"] = expiry_tag(ctx)
     env.update(versions.env())
     env.update(ctx.extra)
     return env
@@ -118,7 +120,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
-        if ctx.expires_at
+        if ctx.expires_at or expiry_tag(ctx)
         else "",
         guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
@@ -130,6 +132,19 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
 # leave a stopped VM billed (limit-vm-runtime docs); GCE's terminationTime stays the hard
 # expiry. Azure: delete itself through ARM (a stopped VM is billed).
 TTL_ACTION: dict[str, str] = {"gcp": "gce-delete", "azure": "arm-delete"}
+
+# Clouds whose nodes read their hard expiry from their own instance tag (AWS: IMDS
+# tags/instance/<key>, components/aws/fleet.py), not from user data: a TTL change re-tags the
+# instance in place, where a user data change makes a new launch template version and a new
+# instance.
+EXPIRY_TAG: dict[str, str] = {"aws": "gpufleet-expires"}
+
+
+def expiry_tag(ctx: BootstrapContext) -> str:
+    """The instance tag a node reads its hard expiry from; "" for an image bake's builder,
+    which gets no expiry timer (it would be baked into every node)."""
+    return "" if ctx.extra.get("GPUFLEET_BAKE") == "1" else EXPIRY_TAG.get(ctx.cloud, "")
+
 
 # Files a cloud's guest needs before its own agents start (cloud-init's write_files runs in
 # cloud-init.service, before network-online.target, which google-guest-agent waits for).

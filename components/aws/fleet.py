@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.components.aws.network import build_network
+from gpufleet.components.aws.backstop import backstop_role, terminate_at_expiry
+from gpufleet.components.aws.network import aws_region, build_network
+from gpufleet.components.aws.offers import zone_fallback
+from gpufleet.components.bootstrap import EXPIRY_TAG
 from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError, SpecError
-from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.fleet import GpufleetComponent, node_user_data
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
 
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
 DLAMI_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
-ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
+ROOT_DEVICE = "/dev/sda1"  # the DLAMI's (bake.py's description); fleets read the AMI's own
 USER_DATA_LIMIT = 16384  # bytes, before base64 (EC2 user guide, "Work with instance user data")
 
 
@@ -59,6 +62,17 @@ def resolved_image_id(image: str | None) -> pulumi.Output[str]:
     return pulumi.Output.from_input(ref)
 
 
+def root_device(image: str | None) -> pulumi.Output[str]:
+    """The AMI's own root device name (DescribeImages RootDeviceName): /dev/sda1 on Ubuntu,
+    /dev/xvda on Amazon Linux. A block device mapping under another name adds a second, empty
+    volume and leaves the root at the AMI's size (EC2 user guide, block device mappings)."""
+    ami = resolved_image_id(image)
+    return aws.ec2.get_ami_output(
+        filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[ami])],
+        include_deprecated=True,
+    ).root_device_name
+
+
 def encode_user_data(text: str) -> str:
     """Cloud-init text as EC2 takes it: gzip (cloud-init inflates it), then base64.
 
@@ -75,7 +89,12 @@ def encode_user_data(text: str) -> str:
 
 
 def network_interfaces(
-    efa_interfaces: int, subnet_id: Any, sg_id: Any, ssh_sg_id: Any, public: bool
+    efa_interfaces: int,
+    subnet_id: Any,
+    sg_id: Any,
+    ssh_sg_id: Any,
+    public: bool,
+    primary_eni: Any = None,
 ) -> list[Any]:
     """One interface per network card: the primary (card 0, device 0) carries the node's one
     address, as EFA when the type has EFA; every other card gets an EFA-only interface.
@@ -102,12 +121,20 @@ def network_interfaces(
 
     # "false", not absent: absent falls back to the subnet's MapPublicIpOnLaunch.
     public_ip = "true" if public else "false"
-    primary = nic(
-        0,
-        interface_type="efa" if efa_interfaces else None,  # None: a plain ENA
-        # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
-        associate_public_ip_address=public_ip if efa_interfaces <= 1 else None,
-    )
+    if primary_eni is not None:  # our own ENI (head_interface): subnet and groups are on it
+        primary = aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=0,
+            device_index=0,
+            network_interface_id=primary_eni,
+            delete_on_termination="false",  # the stack owns it; its Elastic IP stays on it
+        )
+    else:
+        primary = nic(
+            0,
+            interface_type="efa" if efa_interfaces else None,  # None: a plain ENA
+            # AWS assigns no public IPv4 to an instance with several NICs (facts §0.4).
+            associate_public_ip_address=public_ip if efa_interfaces <= 1 else None,
+        )
     return [primary] + [nic(card, interface_type="efa-only") for card in range(1, efa_interfaces)]
 
 
@@ -141,6 +168,28 @@ def market_options(spec: ClusterSpec) -> Any:
     return None
 
 
+def head_interface(name: str, net: Any, tags: dict[str, Any], opts: Any) -> Any:
+    """The primary interface of a node with an Elastic IP, made by the stack, so the address
+    goes on exactly the interface at network card 0, device index 0.
+
+    On a multi-card type every card's interface has device index 0 (EC2 user guide,
+    efa-acc-inst-types.md, p5: "network card index 0 ... device index 0" and each further card
+    "device index 0" for its EFA-only interface; amazon-ec2-net-utils#104 shows two interfaces
+    with device-number 0 on a p5), and an EFA-only interface takes no IP address (create-efa.md),
+    so "the instance's primary interface" read back from EC2 can name one the address cannot go
+    on. An interface made here and placed at card 0 / device 0 by the template cannot.
+    """
+    return aws.ec2.NetworkInterface(
+        f"{name}-eni",
+        subnet_id=net.subnet_id,
+        security_groups=[net.security_group.id, net.ssh_group.id],
+        interface_type="efa",
+        description=f"{name}: network card 0, device index 0 (its Elastic IP is here)",
+        tags={**tags, "Name": f"{name}-eni"},
+        opts=opts,
+    )
+
+
 class GpuFleet(GpufleetComponent):
     cloud = "aws"
 
@@ -160,6 +209,7 @@ class GpuFleet(GpufleetComponent):
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
         self.checks = run_validators(spec, it)
         assert zone is not None  # EC2's check always picks the zone
+        self.zone_fallback = zone_fallback(spec, it.name)
         super().__init__(name, spec, opts, **kw)
         tags = self.tags
         child = self.child()
@@ -174,12 +224,25 @@ class GpuFleet(GpufleetComponent):
             ).name
         ami = image_id(spec.image)
         market = market_options(spec)
+        root = root_device(spec.image)
+        # Every tag but the expiry goes into the template: a template change makes a new
+        # version and so a new instance, and a TTL change must not (the instance's own tags,
+        # below, carry the expiry and change in place).
+        launch_tags = {k: v for k, v in tags.items() if k != EXPIRY_TAG["aws"]}
 
         instances, eips = [], []
         for i in range(spec.nodes):
             public = i == 0 or spec.public_workers
+            eni = None
+            if it.efa_interfaces > 1 and public:
+                eni = head_interface(f"{name}-node-{i}", net, tags, child)
             nics = network_interfaces(
-                it.efa_interfaces, net.subnet_id, net.security_group.id, net.ssh_group.id, public
+                it.efa_interfaces,
+                net.subnet_id,
+                net.security_group.id,
+                net.ssh_group.id,
+                public,
+                primary_eni=eni.id if eni else None,
             )
             # One template per node: the user data (its own host key) and the head's NIC differ.
             template = aws.ec2.LaunchTemplate(
@@ -190,11 +253,15 @@ class GpuFleet(GpufleetComponent):
                 placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=group) if group else None,
                 capacity_reservation_specification=reservation_target(spec.reservation),
                 metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                    http_endpoint="enabled",
+                    http_tokens="required",
+                    http_put_response_hop_limit=2,
+                    # The node reads its expiry from its own tag (images/ttl/gpufleet-expire).
+                    instance_metadata_tags="enabled",
                 ),
                 block_device_mappings=[
                     aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                        device_name=ROOT_DEVICE,
+                        device_name=root,
                         ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                             volume_size=spec.disk_gb,
                             volume_type="gp3",
@@ -206,10 +273,12 @@ class GpuFleet(GpufleetComponent):
                 instance_market_options=market,
                 # The node's TTL timer powers it off; AWS then terminates it (facts §1.9).
                 instance_initiated_shutdown_behavior="terminate",
-                user_data=self.user_data(i).apply(encode_user_data),
+                user_data=node_user_data(spec, self.ssh_user, self.keys, i, spec.nodes, None).apply(
+                    encode_user_data
+                ),
                 tag_specifications=[
                     aws.ec2.LaunchTemplateTagSpecificationArgs(
-                        resource_type=kind, tags={**tags, "Name": f"{name}-node-{i}"}
+                        resource_type=kind, tags={**launch_tags, "Name": f"{name}-node-{i}"}
                     )
                     for kind in ("instance", "volume", "network-interface")
                 ],
@@ -222,21 +291,30 @@ class GpuFleet(GpufleetComponent):
                     id=template.id, version=template.latest_version.apply(lambda v: str(int(v)))
                 ),
                 tags={**tags, "Name": f"{name}-node-{i}"},
-                opts=child,
+                # Our own ENI is attached to one instance at a time: a replacement must wait
+                # for the old instance to let go of it.
+                opts=self.child(delete_before_replace=True) if eni else child,
             )
             instances.append(inst)
-            if it.efa_interfaces > 1 and public:
+            if eni is not None:
                 # The head only by default: AWS's default quota is 5 EIPs per region.
                 eips.append(
                     aws.ec2.Eip(
                         f"{name}-node-{i}-eip",
                         domain="vpc",
-                        network_interface=inst.primary_network_interface_id,
+                        network_interface=eni.id,
                         tags={**tags, "Name": f"{name}-node-{i}-eip"},
                         # An EIP needs the VPC's internet gateway attached first.
                         opts=self.child(depends_on=net.gateways),
                     )
                 )
+        role = backstop_role(name, tags, child)
+        self.backstops = [
+            terminate_at_expiry(
+                f"{name}-node-{i}", aws_region(spec), role, inst, self.expires_at, child
+            )
+            for i, inst in enumerate(instances)
+        ]
         self.finish(
             [
                 {

@@ -30,7 +30,10 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             "private_ip": f"10.42.0.{10 + count % 200}",
             "public_ip": f"198.51.100.{10 + count % 200}",
             "primary_network_interface_id": f"eni-{count:08x}",
+            "arn": f"arn:aws:ec2:us-east-1:123456789012:instance/i-{count:017x}",
         }
+    if typ == "aws:iam/role:Role":
+        return {"arn": f"arn:aws:iam::123456789012:role/{name}"}
     if typ == "aws:ec2/eip:Eip":
         return {
             "public_ip": f"203.0.113.{10 + count % 200}",
@@ -68,5 +71,16 @@ def fake_call(token: str, args: dict[str, Any]) -> dict | None:
             "value": FAKE_AMI,
             "type": "String",
             "id": args.get("name"),
+        }
+    if token == "aws:ec2/getAmi:getAmi":
+        # As DescribeImages answers for the DLAMI (Ubuntu): available, not deprecated.
+        ids = [v for f in args.get("filters") or [] for v in f["values"]]
+        return {
+            "id": ids[0] if ids else FAKE_AMI,
+            "imageId": ids[0] if ids else FAKE_AMI,
+            "name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) (stand-in)",
+            "rootDeviceName": "/dev/sda1",
+            "state": "available",
+            "deprecationTime": "",
         }
     return None

@@ -72,3 +72,12 @@ def check_offered(spec: ClusterSpec, instance_type: str) -> Offered:
     source = f"a stand-in for {API} (components/aws/mocks.py)" if offline else API
     status: Status = "offline" if offline else "live"
     return Offered(Availability(status, f"{region} ({zone})", source), zone)
+
+
+def zone_fallback(spec: ClusterSpec, instance_type: str) -> list[str]:
+    """The zones `up` tries in turn when none was named and one has no capacity: every zone
+    that offers the type, by name (the first is the one check_offered picked); none when the
+    spec names zones, a reservation, or its own subnet (whose zone is fixed)."""
+    if spec.zone_choices or spec.reservation or spec.subnet_id:
+        return []
+    return sorted(offerings(instance_type, aws_region(spec), "availability-zone"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
@@ -31,3 +33,62 @@ def spec_rules(spec: ClusterSpec) -> None:
                 "list the addresses that SSH in (e.g. 203.0.113.7/32), or set "
                 "public_workers: true to give every node its own public address",
             )
+
+
+def _node(text: str) -> str:
+    """The node a failed create names ("aws:ec2:Instance (c-node-1): ..."), or ""."""
+    found = re.search(r"-node-(\d+)\b", text)
+    return f"node-{found.group(1)}" if found else ""
+
+
+def explain_failure(text: str) -> tuple[str, str] | None:
+    """A plain account of an EC2 error gpufleet knows, as (problem, fix)."""
+    node = _node(text)
+    if "VcpuLimitExceeded" in text:
+        return (
+            "the account's vCPU quota for this instance family is below what the fleet needs "
+            "(VcpuLimitExceeded; new accounts often have 0 vCPUs for P instances)",
+            "ask for more in the Service Quotas console (Running On-Demand P instances "
+            "L-417A185B, G and VT L-DB2E81BA; spot: L-7212CCBC, L-3819A6DF) or with "
+            "`aws service-quotas request-service-quota-increase --service-code ec2 "
+            "--quota-code CODE --desired-value VCPUS`",
+        )
+    if "InsufficientInstanceCapacity" in text:
+        return (
+            f"EC2 had no capacity for {node or 'a node'} in the cluster placement group "
+            "(InsufficientInstanceCapacity): gpufleet launches one node per request, so the "
+            "nodes before it may have started; AWS recommends launching a placement group's "
+            "instances in one request, and retrying later, or in another zone",
+            "run again later, list other zones (zones: [...]), use spot, or capacity you hold "
+            "(reservation: cr-...)",
+        )
+    if "AddressLimitExceeded" in text:
+        return (
+            "the region's Elastic IP quota is used up (AddressLimitExceeded): each cluster "
+            "takes one for its head and one for its NAT gateway; the default is 5 per region",
+            "release unused Elastic IPs, or ask for more (Service Quotas, EC2-VPC Elastic IPs "
+            "L-0263D0A3: `aws service-quotas request-service-quota-increase --service-code ec2 "
+            "--quota-code L-0263D0A3 --desired-value N`)",
+        )
+    if "VpcLimitExceeded" in text:
+        return (
+            "the region's VPC quota is used up (VpcLimitExceeded): each cluster makes its own "
+            "VPC; the default is 5 per region",
+            "reuse a VPC (vpc_id and subnet_id, a subnet with NAT egress), remove unused ones, "
+            "or ask for more (Service Quotas, VPCs per Region L-F678F1CE, service code vpc)",
+        )
+    return None
+
+
+def refuse_extension(expiry: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when `wanted` is past the hard expiry the stack's EventBridge Scheduler
+    schedule terminates the instances at (components/aws/backstop.py), else None."""
+    if wanted <= expiry:
+        return None
+    when = datetime.fromtimestamp(int(expiry), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"EventBridge Scheduler terminates the instances at the stack's hard expiry, {when}, "
+        "whatever the nodes are told",
+        f"extend to at most {when}, or apply the stack again with a longer ttl_minutes (on "
+        "AWS that moves the schedule and the instances' expiry tags in place, replacing no node)",
+    )

@@ -177,13 +177,20 @@ class PulumiProvisioner:
         _import_sdk(spec.cloud)
         spec = with_ssh_cidrs(spec)
         zones: list[str | None] = [*spec.zone_choices] or [None]
+        tried: list[str] = []
         for i, zone in enumerate(zones):
             attempt = spec if zone is None else spec.with_(zone=zone, zones=[zone])
             try:
                 return self._up_in_zone(attempt, progress)
             except NoCapacity as e:
+                if zone is None and e.fallback:
+                    # No zone named: the component took the first that offers the type; the
+                    # others that offer it are tried next, as if the spec had listed them.
+                    zone = e.fallback[0]
+                    zones[i + 1 : i + 1] = list(e.fallback[1:])
+                tried += [zone] if zone else []
                 if i + 1 == len(zones):
-                    raise CapacityError(spec, [z for z in zones if z], e.code) from e
+                    raise CapacityError(spec, tried, e.code) from e
                 progress(f"{zone}: no capacity ({e.code}); trying {zones[i + 1]}")
         raise AssertionError("unreachable")
 
@@ -195,6 +202,7 @@ class PulumiProvisioner:
         # registering anything (e.g. a region that does not offer the type) is kept here and
         # raised as itself rather than as the engine's wrapped text.
         refused: list[SpecError] = []
+        built: list[Any] = []
 
         def program() -> None:
             import pulumi
@@ -204,6 +212,7 @@ class PulumiProvisioner:
             except SpecError as e:
                 refused.append(e)
                 raise
+            built.append(fleet)
             for key, value in exports(fleet).items():
                 pulumi.export(key, value)
 
@@ -224,7 +233,10 @@ class PulumiProvisioner:
                 raise refused[0] from e
             code = capacity_code(str(e)) if isinstance(e, Exception) else None
             if code:
-                raise NoCapacity(code) from e
+                # the zones the component would fall back to (AWS, when no zone was named)
+                raise NoCapacity(
+                    code, getattr(built[0], "zone_fallback", ()) if built else ()
+                ) from e
             if isinstance(e, Exception):
                 from gpufleet.components.registry import explain_failure
 
@@ -376,9 +388,10 @@ def capacity_code(text: str) -> str | None:
 class NoCapacity(Exception):
     """One zone had no capacity (internal: `up` tries the next zone)."""
 
-    def __init__(self, code: str):
+    def __init__(self, code: str, fallback: Any = ()):
         super().__init__(code)
         self.code = code
+        self.fallback = list(fallback)  # the zone tried first, then the others to try
 
 
 class CapacityError(GpufleetError):

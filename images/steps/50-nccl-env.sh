@@ -12,10 +12,22 @@ conf="$R/etc/nccl.conf"
 profile="$R/etc/profile.d/gpufleet-nccl.sh"
 want_conf="$(grep '^NCCL_' "$src" || true)"
 want_profile="$(sed 's/^\([A-Za-z_][A-Za-z0-9_]*\)=\(.*\)$/export \1="\2"/' "$src")"
-if [ -n "${GPUFLEET_NCCL_LIBRARY_PATH:-}" ]; then
+libpath="${GPUFLEET_NCCL_LIBRARY_PATH:-}"
+if [ "${GPUFLEET_FABRIC:-none}" = efa ]; then
+  # aws-ofi-nccl's directory depends on the EFA installer and the OS: lib64 (installer 1.44 and
+  # later), lib/<arch>-linux-gnu (older, Ubuntu), lib (older, Amazon Linux and RHEL),
+  # /opt/aws-ofi-nccl/lib (DLAMIs that built it there). The one holding the plugin goes first.
+  for d in /opt/amazon/ofi-nccl/lib64 "/opt/amazon/ofi-nccl/lib/$(uname -m)-linux-gnu" \
+    /opt/amazon/ofi-nccl/lib /opt/aws-ofi-nccl/lib; do
+    compgen -G "$R$d/libnccl-net*.so" >/dev/null || continue
+    case ":$libpath:" in *":$d:"*) ;; *) libpath="$d${libpath:+:$libpath}" ;; esac
+    break
+  done
+fi
+if [ -n "$libpath" ]; then
   # shellcheck disable=SC2016  # expanded when the profile is sourced, not now
   want_profile+="$(printf '\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' \
-    "$GPUFLEET_NCCL_LIBRARY_PATH")"
+    "$libpath")"
 fi
 if [ "${GPUFLEET_FABRIC:-none}" = tcpxo ]; then
   # The TCPXO plugin ships its own tuned settings (facts §2.5).

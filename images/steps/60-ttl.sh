@@ -7,9 +7,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 [ "${GPUFLEET_BAKE:-0}" = 1 ] && skip "baking an image: an expiry timer would be baked into every node"
-[ -n "${GPUFLEET_EXPIRES_AT:-}" ] || skip "no TTL"
+[ -n "${GPUFLEET_EXPIRES_AT:-}${GPUFLEET_EXPIRY_TAG:-}" ] || skip "no TTL"
 units="$R/etc/systemd/system"
-when="$(date -u -d "@$GPUFLEET_EXPIRES_AT" '+%Y-%m-%d %H:%M:%S UTC')"
+when="$(date -u -d "@${GPUFLEET_EXPIRES_AT:-0}" '+%Y-%m-%d %H:%M:%S UTC')"
+[ -n "${GPUFLEET_EXPIRES_AT:-}" ] || when="the instance tag $GPUFLEET_EXPIRY_TAG"
 if [ ! -f "$units/gpufleet-ttl.timer" ] || [ ! -x "$R/usr/local/sbin/gpufleet-expire" ]; then
   fail "cloud-init wrote no expiry timer (gpufleet-ttl.timer, gpufleet-expire): this node would never expire"
 fi

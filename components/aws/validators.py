@@ -1,0 +1,272 @@
+"""What the AWS account must hold before a fleet is made: quotas, the image, subnet egress."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pulumi_aws as aws
+
+from gpufleet.components.aws.network import aws_region
+from gpufleet.components.validators import Validator, refuse
+
+if TYPE_CHECKING:
+    from gpufleet.components.catalog import InstanceType
+    from gpufleet.components.clusterspec import ClusterSpec
+
+# EC2's vCPU quotas by instance family letter, on-demand and spot (Service Quotas, service
+# code ec2; "On-Demand Instance quotas" and "Spot Instance quotas" in the EC2 user guide,
+# ec2-on-demand-instances.html#ec2-on-demand-instances-limits, and using-spot-limits.html).
+VCPU_QUOTAS: dict[str, dict[bool, tuple[str, str]]] = {
+    "p": {
+        False: ("L-417A185B", "Running On-Demand P instances"),
+        True: ("L-7212CCBC", "All P Spot Instance Requests"),
+    },
+    "g": {
+        False: ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+        True: ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    },
+}
+# Amazon VPC quotas (vpc/latest/userguide/amazon-vpc-limits.html) and EC2's Elastic IP quota.
+VPC_QUOTA = ("vpc", "L-F678F1CE", "VPCs per Region")
+EIP_QUOTA = ("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs")
+# A 0.0.0.0/0 route through one of these gives a subnet without public addresses the internet
+# (dstack's aws/resources.py _is_private_subnet_with_internet_egress takes the same three).
+PRIVATE_EGRESS = ("nat_gateway_id", "transit_gateway_id", "vpc_peering_connection_id")
+
+
+def _num(v: Any) -> int:
+    return int(float(v or 0))  # a protobuf number arrives as a float
+
+
+def _increase(service: str, code: str, name: str, need: int, region: str) -> str:
+    return (
+        f"ask for at least {need} in the Service Quotas console ({name}, {code}) or run "
+        f"`aws service-quotas request-service-quota-increase --service-code {service} "
+        f"--quota-code {code} --desired-value {need} --region {region}`"
+    )
+
+
+def _quota(service: str, code: str, region: str) -> int:
+    found = aws.servicequotas.get_service_quota(
+        service_code=service, quota_code=code, region=region
+    )
+    return _num(found.value)
+
+
+def _vcpus(spec: ClusterSpec, it: InstanceType) -> str | None:
+    quotas = VCPU_QUOTAS.get(it.name[:1])
+    if quotas is None:
+        return None
+    code, name = quotas[spec.spot]
+    region = aws_region(spec)
+    have, need = _quota("ec2", code, region), spec.nodes * it.vcpus
+    if have < need:
+        raise refuse(
+            VCPUS,
+            f"{name} ({code}) is {have} vCPUs in {region}; {spec.nodes} × {it.name} need "
+            f"{need} (new accounts often have 0 for P instances: EC2 would answer "
+            "VcpuLimitExceeded after the network exists)",
+            _increase("ec2", code, name, need, region),
+        )
+    return f"{name} {have} vCPUs, need {need}"
+
+
+VCPUS = Validator(
+    "aws",
+    "the vCPU quota of the instance family holds every node",
+    "Service Quotas GetServiceQuota (ec2)",
+    _vcpus,
+    "P and G instances (on-demand, or spot with spot: true)",
+)
+
+
+def creates_network(spec: ClusterSpec) -> bool:
+    return not (spec.vpc_id and spec.subnet_id)
+
+
+def _vpcs(spec: ClusterSpec, it: InstanceType) -> str | None:
+    if not creates_network(spec):
+        return None
+    region = aws_region(spec)
+    service, code, name = VPC_QUOTA
+    have = _quota(service, code, region)
+    used = len(aws.ec2.get_vpcs(region=region).ids or [])
+    if used + 1 > have:
+        raise refuse(
+            VPCS,
+            f"{name} ({code}) is {have} in {region} and {used} exist; the cluster makes 1 more",
+            _increase(service, code, name, used + 1, region)
+            + ", or reuse a VPC: give vpc_id and subnet_id (a subnet with NAT egress)",
+        )
+    return f"{name} {have}, {used} in use, need 1 more"
+
+
+VPCS = Validator(
+    "aws",
+    "the VPC quota has room for the cluster's VPC",
+    "Service Quotas GetServiceQuota (vpc) + EC2 DescribeVpcs",
+    _vpcs,
+    "when the cluster makes its own VPC (no vpc_id/subnet_id)",
+)
+
+
+def eips_needed(spec: ClusterSpec, it: InstanceType) -> int:
+    """Elastic IPs the fleet allocates (components/aws/fleet.py, network.py)."""
+    public = spec.nodes if spec.public_workers else 1
+    nodes = public if it.efa_interfaces > 1 else 0
+    nat = creates_network(spec) and not (spec.public_workers or spec.nodes == 1)
+    return nodes + (1 if nat else 0)
+
+
+def _eips(spec: ClusterSpec, it: InstanceType) -> str | None:
+    need = eips_needed(spec, it)
+    if need == 0:
+        return None
+    region = aws_region(spec)
+    service, code, name = EIP_QUOTA
+    have = _quota(service, code, region)
+    used = len(aws.ec2.get_eips(region=region).allocation_ids or [])
+    if used + need > have:
+        raise refuse(
+            EIPS,
+            f"{name} ({code}) is {have} in {region} and {used} are allocated; the cluster "
+            f"allocates {need} more",
+            _increase(service, code, name, used + need, region)
+            + ", or release Elastic IPs you no longer use",
+        )
+    return f"{name} {have}, {used} allocated, need {need} more"
+
+
+EIPS = Validator(
+    "aws",
+    "the Elastic IP quota has room for the cluster's addresses",
+    "Service Quotas GetServiceQuota (ec2) + EC2 DescribeAddresses",
+    _eips,
+    "when the cluster allocates Elastic IPs (multi-card head, NAT gateway)",
+)
+
+
+def image_ref(spec: ClusterSpec) -> str:
+    from gpufleet.components.aws.fleet import image_id
+
+    return image_id(spec.image)
+
+
+def resolve_ami(spec: ClusterSpec) -> str:
+    """The AMI id the stack's image names now (an SSM parameter read, or the id itself)."""
+    ref = image_ref(spec)
+    if ref.startswith("resolve:ssm:"):
+        name = ref[len("resolve:ssm:") :]
+        try:
+            return aws.ssm.get_parameter(name=name, region=aws_region(spec)).value
+        except Exception as e:  # the provider's error: ParameterNotFound, access denied
+            raise refuse(
+                IMAGE,
+                f"the SSM parameter {name} does not resolve ({str(e).splitlines()[0]})",
+                "give an existing parameter or an AMI id as image",
+            ) from None
+    return ref
+
+
+def _image(spec: ClusterSpec, it: InstanceType) -> str | None:
+    ami = resolve_ami(spec)
+    region = aws_region(spec)
+    try:
+        found = aws.ec2.get_ami(
+            filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[ami])],
+            include_deprecated=True,  # found, so that a deprecated image is named as such
+            region=region,
+        )
+    except Exception as e:
+        raise refuse(
+            IMAGE,
+            f"{ami} is not an AMI this account can launch in {region} ({str(e).splitlines()[0]})",
+            "give an AMI id of this region, or leave image unset for the current DLAMI",
+        ) from None
+    if found.state and found.state != "available":
+        raise refuse(IMAGE, f"{ami} is {found.state}, not available", "give an available AMI id")
+    gone = found.deprecation_time
+    if gone and datetime.fromisoformat(gone.replace("Z", "+00:00")) <= datetime.now(timezone.utc):
+        raise refuse(
+            IMAGE,
+            f"{ami} ({found.name}) was deprecated at {gone}",
+            "give a current AMI, or leave image unset for the current DLAMI (an SSM parameter "
+            "EC2 resolves at launch)",
+        )
+    return f"{ami} ({found.name}) available, root device {found.root_device_name}"
+
+
+IMAGE = Validator(
+    "aws",
+    "the image resolves to an available AMI that is not deprecated",
+    "SSM GetParameter + EC2 DescribeImages",
+    _image,
+)
+
+
+def _route_table(spec: ClusterSpec) -> Any:
+    """The subnet's route table: its own association, else the VPC's main table (a subnet
+    without an explicit association uses the main one: VPC user guide, route tables)."""
+    region = aws_region(spec)
+
+    def tables(name: str, value: str) -> list[str]:
+        found = aws.ec2.get_route_tables(
+            vpc_id=spec.vpc_id,
+            filters=[aws.ec2.GetRouteTablesFilterArgs(name=name, values=[value])],
+            region=region,
+        )
+        return list(found.ids or [])
+
+    ids = tables("association.subnet-id", spec.subnet_id or "") or tables(
+        "association.main", "true"
+    )
+    if not ids:
+        raise refuse(
+            EGRESS,
+            f"VPC {spec.vpc_id} has no route table for subnet {spec.subnet_id}",
+            "check vpc_id and subnet_id name one VPC and a subnet of it",
+        )
+    return aws.ec2.get_route_table(route_table_id=ids[0], region=region)
+
+
+def _field(route: Any, name: str) -> str:
+    return (route.get(name) if isinstance(route, dict) else getattr(route, name, "")) or ""
+
+
+def _egress(spec: ClusterSpec, it: InstanceType) -> str | None:
+    if creates_network(spec):
+        return None
+    table = _route_table(spec)
+    default = [r for r in table.routes or [] if _field(r, "cidr_block") == "0.0.0.0/0"]
+    private_workers = spec.nodes > 1 and not spec.public_workers
+    if private_workers:
+        ok = [r for r in default if any(_field(r, k) for k in PRIVATE_EGRESS)]
+        want = "a NAT gateway (or a transit gateway / peering)"
+    else:
+        ok = [r for r in default if _field(r, "gateway_id").startswith("igw-")]
+        want = "an internet gateway"
+    if not ok:
+        raise refuse(
+            EGRESS,
+            f"subnet {spec.subnet_id}'s route table {table.id} has no 0.0.0.0/0 route to {want}"
+            + (
+                "; workers have no public address and would reach nothing"
+                if private_workers
+                else ""
+            ),
+            f"add a 0.0.0.0/0 route to {want} in that route table, give another subnet_id, or "
+            "drop vpc_id/subnet_id to let gpufleet make a VPC with NAT",
+        )
+    return f"{spec.subnet_id}: 0.0.0.0/0 through {want} ({table.id})"
+
+
+EGRESS = Validator(
+    "aws",
+    "the given subnet reaches the internet (NAT for workers without a public address)",
+    "EC2 DescribeRouteTables",
+    _egress,
+    "when the spec names an existing vpc_id/subnet_id",
+)
+
+VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EGRESS]

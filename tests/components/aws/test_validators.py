@@ -1,0 +1,227 @@
+"""AWS validators against a fake account: each refuses with the quota, the numbers and the fix,
+and passes when the account has room. The facts come from the tables below, not the code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.components import stackconfig
+from gpufleet.components.preview import evaluate
+from gpufleet.components.validators import AccountError, FakeAccount
+
+# Service Quotas codes, service code ec2 / vpc. Read 2026-11-25 from:
+# - EC2 user guide, "On-Demand Instance quotas" (https://docs.aws.amazon.com/AWSEC2/latest/
+#   UserGuide/ec2-on-demand-instances.html#ec2-on-demand-instances-limits): "Running On-Demand
+#   P instances" and "Running On-Demand G and VT instances", quotas in vCPUs;
+# - EC2 user guide, "Spot Instance quotas" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+#   using-spot-limits.html): "All P Spot Instance Requests", "All G and VT Spot Instance Requests";
+# - Amazon VPC quotas (https://docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html):
+#   "VPCs per Region" 5 by default; "Elastic IP addresses per Region" 5 by default;
+# - the codes as the Service Quotas console and `aws service-quotas list-service-quotas
+#   --service-code ec2` list them (L-417A185B, L-DB2E81BA, L-7212CCBC, L-3819A6DF, L-0263D0A3;
+#   vpc: L-F678F1CE).
+SOURCE_QUOTAS = {
+    ("p", "on-demand"): ("ec2", "L-417A185B"),
+    ("g", "on-demand"): ("ec2", "L-DB2E81BA"),
+    ("p", "spot"): ("ec2", "L-7212CCBC"),
+    ("g", "spot"): ("ec2", "L-3819A6DF"),
+    "vpcs": ("vpc", "L-F678F1CE"),
+    "eips": ("ec2", "L-0263D0A3"),
+}
+# vCPUs per type (EC2 instance type pages; p4d.24xlarge 96, p5.48xlarge 192, g5.12xlarge 48).
+SOURCE_VCPUS = {"p4d.24xlarge": 96, "p5.48xlarge": 192, "g5.12xlarge": 48}
+
+QUOTA = "aws:servicequotas/getServiceQuota:getServiceQuota"
+VPCS = "aws:ec2/getVpcs:getVpcs"
+EIPS = "aws:ec2/getEips:getEips"
+AMI = "aws:ec2/getAmi:getAmi"
+TABLES = "aws:ec2/getRouteTables:getRouteTables"
+TABLE = "aws:ec2/getRouteTable:getRouteTable"
+
+
+def account(
+    quotas: dict[tuple[str, str], float] | None = None,
+    vpcs: int = 1,
+    eips: int = 0,
+    ami: dict[str, Any] | None = None,
+    routes: list[dict[str, str]] | None = None,
+    asked: list[dict[str, Any]] | None = None,
+) -> FakeAccount:
+    """An account with room everywhere, but for what is given."""
+    quotas = quotas or {}
+
+    def quota(args: dict[str, Any]) -> dict[str, Any]:
+        if asked is not None:
+            asked.append(args)
+        key = (args["serviceCode"], args["quotaCode"])
+        return {"value": quotas.get(key, 10_000.0), "quotaCode": args["quotaCode"]}
+
+    def image(args: dict[str, Any]) -> dict[str, Any]:
+        (ami_id,) = args["filters"][0]["values"]
+        base = {"id": ami_id, "imageId": ami_id, "name": "dlami", "state": "available"}
+        return {**base, "rootDeviceName": "/dev/sda1", **(ami or {})}
+
+    return FakeAccount(
+        invokes={
+            QUOTA: quota,
+            VPCS: lambda a: {"id": "r", "ids": [f"vpc-{i}" for i in range(vpcs)]},
+            EIPS: lambda a: {"id": "r", "allocationIds": [f"eipalloc-{i}" for i in range(eips)]},
+            AMI: image,
+            TABLES: lambda a: {
+                "id": "r",
+                "ids": ["rtb-1"] if a["filters"][0]["name"] == "association.subnet-id" else [],
+            },
+            TABLE: lambda a: {"id": "rtb-1", "routeTableId": "rtb-1", "routes": routes or []},
+        }
+    )
+
+
+def build(stack: str, acc: FakeAccount, **overrides: Any) -> Any:
+    return build_plan(stack, acc, **overrides)[0]
+
+
+def build_plan(stack: str, acc: FakeAccount, **overrides: Any) -> tuple[Any, Any]:
+    """The GpuFleet the stack builds against `acc`, and its plan."""
+    config = stackconfig.stack_config(stack)
+    spec = stackconfig.spec_from_config(config, stack=stack)
+    if overrides:
+        spec = spec.with_(**overrides)
+    built: list[Any] = []
+
+    def program() -> Any:
+        built.append(stackconfig.build(spec, expires_at=1_900_000_000))
+        return stackconfig.exports(built[0])
+
+    p = evaluate(program, config=stackconfig.pulumi_config(config), account=acc)
+    return built[0], p
+
+
+def refusal(stack: str, acc: FakeAccount, **overrides: Any) -> AccountError:
+    with pytest.raises(Exception) as caught:
+        build(stack, acc, **overrides)
+    err: BaseException | None = caught.value
+    while err is not None and not isinstance(err, AccountError):
+        err = err.__cause__ or err.__context__
+    assert isinstance(err, AccountError), repr(caught.value)
+    return err
+
+
+@pytest.mark.parametrize(
+    ("stack", "spot", "family"),
+    [("aws-p5", False, "p"), ("aws-p4d", False, "p"), ("aws-g5", True, "g")],
+)
+def test_a_vcpu_quota_below_the_fleet_is_refused_naming_quota_numbers_and_fix(stack, spot, family):
+    """New accounts often hold 0 vCPUs for P instances; EC2 answers VcpuLimitExceeded only
+    after the network exists. The quota is in vCPUs: nodes × the type's vCPUs."""
+    service, code = SOURCE_QUOTAS[(family, "spot" if spot else "on-demand")]
+    itype = stackconfig.stack_config(stack)["gpufleet:cluster"]["instance_type"]
+    need = 2 * SOURCE_VCPUS[itype]
+    err = refusal(stack, account({(service, code): 0.0}))
+    assert code in str(err) and " 0 vCPUs" in str(err) and f"need {need}" in str(err)
+    assert "VcpuLimitExceeded" in str(err)
+    assert "aws service-quotas request-service-quota-increase" in err.hint
+    assert f"--quota-code {code}" in err.hint and f"--desired-value {need}" in err.hint
+    assert "Service Quotas console" in err.hint
+
+
+def test_a_vcpu_quota_with_room_passes_and_says_what_it_found():
+    asked: list[dict[str, Any]] = []
+    fleet = build("aws-p5", account({("ec2", "L-417A185B"): 384.0}, asked=asked))
+    (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
+    assert vcpu.status == "passed" and vcpu.detail.endswith("384 vCPUs, need 384")
+    assert {"serviceCode": "ec2", "quotaCode": "L-417A185B", "region": "us-east-1"} in asked
+
+
+def test_a_full_vpc_quota_is_refused_and_an_existing_vpc_is_offered():
+    """Default 5 VPCs per Region: a cluster that makes its own VPC needs one more."""
+    service, code = SOURCE_QUOTAS["vpcs"]
+    err = refusal("aws-p4d", account({(service, code): 5.0}, vpcs=5))
+    assert code in str(err) and "is 5" in str(err) and "5 exist" in str(err)
+    assert f"--service-code {service} --quota-code {code} --desired-value 6" in err.hint
+    assert "vpc_id and subnet_id" in err.hint
+
+
+def test_the_vpc_quota_is_not_asked_when_the_spec_reuses_a_vpc():
+    fleet = build(
+        "aws-p4d",
+        account(
+            {("vpc", "L-F678F1CE"): 0.0},
+            routes=[{"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"}],
+        ),
+        vpc_id="vpc-0abc",
+        subnet_id="subnet-0abc",
+    )
+    assert not [c for c in fleet.checks if "VPC quota" in c.fact]
+
+
+def test_an_eip_quota_without_room_for_head_and_nat_is_refused():
+    """A multi-card head takes an Elastic IP and the NAT gateway another: 2 more."""
+    service, code = SOURCE_QUOTAS["eips"]
+    err = refusal("aws-p5", account({(service, code): 5.0}, eips=4))
+    assert code in str(err) and "4 are allocated" in str(err) and "allocates 2 more" in str(err)
+    assert "--desired-value 6" in err.hint
+
+
+def test_an_eip_quota_with_room_passes():
+    fleet = build("aws-p5", account({("ec2", "L-0263D0A3"): 5.0}, eips=3))
+    (eip,) = [c for c in fleet.checks if "Elastic IP" in c.fact]
+    assert eip.status == "passed" and "3 allocated, need 2 more" in eip.detail
+
+
+def test_a_deprecated_ami_is_refused():
+    """DescribeImages gives DeprecationTime; past it, the image is deprecated (EC2 user guide,
+    ami-deprecate.html: a deprecated AMI no longer shows in DescribeImages unless asked)."""
+    err = refusal(
+        "aws-p4d",
+        account(ami={"deprecationTime": "2026-04-13T00:00:00.000Z"}),
+        image="ami-0123456789abcdef0",
+    )
+    assert "ami-0123456789abcdef0" in str(err) and "deprecated at 2026-04-13" in str(err)
+    assert "leave image unset" in err.hint
+
+
+def test_an_unavailable_ami_is_refused():
+    err = refusal("aws-p4d", account(ami={"state": "failed"}), image="ami-0123456789abcdef0")
+    assert "is failed, not available" in str(err)
+
+
+def test_an_available_ami_passes_and_names_its_root_device():
+    fleet = build("aws-p4d", account(ami={"deprecationTime": "2099-01-01T00:00:00.000Z"}))
+    (image,) = [c for c in fleet.checks if "image" in c.fact]
+    assert image.status == "passed" and "root device /dev/sda1" in image.detail
+
+
+@pytest.mark.parametrize(
+    ("routes", "ok"),
+    [
+        ([{"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"}], True),
+        ([{"cidrBlock": "0.0.0.0/0", "transitGatewayId": "tgw-1"}], True),
+        ([{"cidrBlock": "0.0.0.0/0", "gatewayId": "igw-1"}], False),  # workers have no address
+        ([{"cidrBlock": "10.0.0.0/16", "gatewayId": "local"}], False),
+        ([], False),
+    ],
+)
+def test_a_given_subnet_must_give_private_workers_a_nat_route(routes, ok):
+    """dstack (src/dstack/_internal/core/backends/aws/resources.py,
+    _is_private_subnet_with_internet_egress, read 2026-11-25) takes a subnet without public
+    addresses as usable when its route table (its own, else the VPC's main one) sends
+    0.0.0.0/0 to a NAT gateway, a transit gateway or a peering connection; an instance without
+    a public IPv4 reaches the internet only through NAT (VPC user guide, vpc-nat-gateway.html)."""
+    acc = account(routes=routes)
+    if ok:
+        fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc")
+        (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
+        assert egress.status == "passed" and "rtb-1" in egress.detail
+    else:
+        err = refusal("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc")
+        assert "subnet-0abc" in str(err) and "no 0.0.0.0/0 route to a NAT gateway" in str(err)
+        assert "add a 0.0.0.0/0 route" in err.hint
+
+
+def test_every_node_public_needs_only_an_internet_gateway():
+    acc = account(routes=[{"cidrBlock": "0.0.0.0/0", "gatewayId": "igw-1"}])
+    fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True)
+    (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
+    assert "internet gateway" in egress.detail
