@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.components.exitcodes import ExitCode
+from gpufleet.core.errors import GpufleetError
+
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
 
@@ -196,18 +199,24 @@ CHECK_FIX = (
 )
 
 
+class CheckUnavailable(GpufleetError):
+    """plan --check cannot ask the account: the Pulumi CLI is missing (usage, as MissingTool)."""
+
+    exit_code = ExitCode.USAGE
+
+
 def check_stack(name: str, root: Path | None = None, backend: str | None = None) -> list[dict]:
     """Online: `pulumi preview` of the stack against its account, so the offer check and every
     validator ask the cloud before anything exists; the checks' outcomes, or the refusal."""
     from gpufleet.components import stackconfig
     from gpufleet.components.registry import provider_config
-    from gpufleet.core.errors import GpufleetError, MissingTool
+    from gpufleet.core.errors import MissingTool
     from gpufleet.provision import pulumi as pp
 
     try:
         pp.find_pulumi()
     except MissingTool:
-        raise GpufleetError(
+        raise CheckUnavailable(
             "plan --check asks the cloud through `pulumi preview`, and the Pulumi CLI is not "
             "installed",
             hint=CHECK_FIX,

@@ -136,6 +136,6 @@ def test_check_without_the_pulumi_cli_refuses_with_the_fix():
     """No Pulumi CLI and no account here: --check must say so, not fall back to the offline
     plan (which would look like a passed check)."""
     r = cli("--stack", "aws-p5", "--check")
-    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "plan --check asks the cloud through `pulumi preview`" in r.stderr
     assert "fix: install the Pulumi CLI" in r.stderr and "log in to the stack's cloud" in r.stderr
