@@ -128,6 +128,8 @@ def reapply_lines(changes: list[dict], change: str, base: str, nodes: int) -> li
             line = "  " + Change(**{**c, "paths": (), "forcing": ()}).line()
             if c["action"] == "replace" and c.get("order") == "create-then-delete":
                 line += "; the new one is created before the old is deleted"
+            elif c["action"] == "replace" and c.get("order") == "delete-then-create":
+                line += "; the old one is deleted first"
             lines.append(line)
         else:
             grouped.setdefault((c["action"], c["type"], c["reason"]), []).append(c["name"])
