@@ -107,6 +107,18 @@ def transport_from_nccl_log(text: str) -> str | None:
     return None
 
 
+def plugin_failures(text: str) -> list[str]:
+    """Why NCCL did not load a network plugin, from its NCCL_DEBUG=INFO log (deduplicated).
+
+    Line shapes, as NCCL prints them (recorded in NVIDIA/nccl#1504, NCCL 2.21.5, and
+    NVIDIA/nccl-tests#188, NCCL 2.18.1):
+      NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: ...
+      NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open ...
+    """
+    found = re.findall(r"NET/Plugin ?: ?(Plugin load.*?returned.*?)\s*$", text, re.MULTILINE)
+    return list(dict.fromkeys(line.strip() for line in found))
+
+
 def verdict(fabric: str, observed: str | None, nodes: int = 2) -> dict:
     """Whether the collective ran on the cluster's fabric; says so plainly when NCCL fell back.
 

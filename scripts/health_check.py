@@ -182,6 +182,8 @@ class NodeFacts:
     container_gpus: int | None = None
     container_error: str = ""
     probes: ProbeResult | None = None
+    nccl_log: str | None = None  # NCCL_DEBUG=INFO output of a one-rank NCCL init on this node
+    nccl_skipped: str = ""  # why it did not run (no torch, no CUDA)
 
 
 @dataclass
@@ -202,6 +204,8 @@ class Expect:
     probes: bool = True
     min_gemm_fraction: float = 0.5
     min_bandwidth_fraction: float = 0.6
+    nodes: int = 1  # nodes in the cluster: with one, the inter-node fabric is never used
+    nccl_network: bool = True
 
 
 @dataclass
@@ -779,6 +783,35 @@ def check_probes(facts: NodeFacts, expect: Expect) -> list[Check]:
     ]
 
 
+def _probe_script():
+    """scripts/allreduce_probe.py, which ships next to this script: one NCCL log parser."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce_probe.py")
+    spec = importlib.util.spec_from_file_location("gpufleet_allreduce_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_nccl_network(facts: NodeFacts, expect: Expect) -> Check | None:
+    """NCCL picks the fabric's network, not sockets: a plugin that does not load (aws-ofi-nccl
+    off LD_LIBRARY_PATH, TCPX plugin missing) or IB down makes NCCL fall back to NET/Socket
+    without an error, and jobs run 10-100x slower. Refused here, before the job starts."""
+    if expect.fabric == "none" or expect.nodes < 2 or not expect.nccl_network:
+        return None
+    if facts.nccl_log is None:
+        return Check("nccl_network", True, f"skipped: {facts.nccl_skipped or 'not run'}", None)
+    probe = _probe_script()
+    observed = probe.transport_from_nccl_log(facts.nccl_log)
+    result = probe.verdict(expect.fabric, observed, expect.nodes)
+    detail = result["message"]
+    failures = probe.plugin_failures(facts.nccl_log)
+    if not result["ok"] and failures:
+        detail += "; NCCL said: " + " | ".join(failures)
+    return Check("nccl_network", result["ok"], detail, observed, expect.fabric)
+
+
 CHECKS: tuple[Callable[[NodeFacts, Expect], Check | None], ...] = (
     check_gpu_count,
     check_gpu_model,
@@ -790,6 +823,7 @@ CHECKS: tuple[Callable[[NodeFacts, Expect], Check | None], ...] = (
     check_persistence,
     check_nvlink,
     check_fabric_devices,
+    check_nccl_network,
     check_container_runtime,
 )
 
@@ -983,7 +1017,54 @@ def gather(
         gather_docker(facts, expect, run)
     if expect.probes and facts.gpus:
         facts.probes = run_probes(len(facts.gpus))
+    if expect.fabric != "none" and expect.nodes > 1 and expect.nccl_network:
+        gather_nccl_log(facts, run)
     return facts
+
+
+# One rank, one GPU: NCCL still loads its network (plugin or internal) at init and logs
+# "Using network <name>". Run in a login shell so /etc/profile.d/gpufleet-nccl.sh puts the
+# fabric's plugin on LD_LIBRARY_PATH as it does for jobs; /etc/nccl.conf is read by NCCL itself.
+_NCCL_INIT = """
+import os, socket, torch, torch.distributed as dist
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+t = torch.ones(1, device="cuda"); dist.all_reduce(t); torch.cuda.synchronize()
+dist.destroy_process_group()
+"""
+
+
+def gather_nccl_log(facts: NodeFacts, run: Callable[..., tuple[int, str, str]]) -> None:
+    """NCCL's INIT/NET log of a one-rank init with the node's job environment."""
+    import shlex
+    import tempfile
+
+    if not facts.gpus:
+        facts.nccl_skipped = "no GPU seen"
+        return
+    log = os.path.join(tempfile.gettempdir(), f"gpufleet-health-nccl-{os.getpid()}.log")
+    script = (
+        f"export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE={shlex.quote(log)}; "
+        f"exec {shlex.quote(sys.executable)} -c {shlex.quote(_NCCL_INIT)}"
+    )
+    rc, out, err = run(["bash", "-lc", script], timeout=120.0)
+    try:
+        with open(log, errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        text = ""
+    finally:
+        if os.path.exists(log):
+            os.unlink(log)
+    if "No module named 'torch'" in err:
+        facts.nccl_skipped = "torch not importable"
+    elif not text:
+        facts.nccl_skipped = (
+            f"NCCL init gave no log (exit {rc}: {_first_line(err) or _first_line(out)})"
+        )
+    else:
+        facts.nccl_log = text
 
 
 def gather_fabric_manager(facts: NodeFacts, run: Callable[..., tuple[int, str, str]]) -> None:
@@ -1050,6 +1131,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--min-gemm-fraction", type=float, default=0.5)
     p.add_argument("--min-bandwidth-fraction", type=float, default=0.6)
+    p.add_argument("--nodes", type=int, default=1, help="nodes in the cluster")
+    p.add_argument(
+        "--skip-nccl-network", action="store_true", help="skip the NCCL network (plugin) check"
+    )
     p.add_argument("--sysfs-root", default="/", help="prefix for /sys paths (tests)")
     p.add_argument("--node", default="", help="node name in the report (default: hostname)")
     return p.parse_args(argv)
@@ -1072,6 +1157,8 @@ def expect_from_args(args: argparse.Namespace) -> Expect:
         probes=not args.skip_probes,
         min_gemm_fraction=args.min_gemm_fraction,
         min_bandwidth_fraction=args.min_bandwidth_fraction,
+        nodes=args.nodes,
+        nccl_network=not args.skip_nccl_network,
     )
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.components.exitcodes import ExitCode
+from gpufleet.core.errors import GpufleetError
+
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
 
@@ -60,12 +63,44 @@ def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
     }
 
 
-def plan_stack(name: str, root: Path | None = None) -> dict[str, Any]:
-    """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials."""
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`--set key=value` pairs as gpufleet:cluster fields; a value is read as YAML (120 -> int)."""
+    import yaml
+
+    from gpufleet.components.errors import SpecError
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise SpecError("--set", f"{pair!r} is not key=value", "write it like ttl_minutes=120")
+        try:
+            out[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            out[key.strip()] = text
+    return out
+
+
+def with_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The stack config with `overrides` laid over its gpufleet:cluster mapping."""
+    from gpufleet.components import stackconfig
+
+    key = f"{stackconfig.CONFIG_NAMESPACE}:{stackconfig.CONFIG_KEY}"
+    cluster = config.get(key)
+    return {**config, key: {**(cluster if isinstance(cluster, dict) else {}), **overrides}}
+
+
+def plan_stack(
+    name: str, root: Path | None = None, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The plan document of stack `name` (a stacks/Pulumi.<name>.yaml), with no credentials;
+    `overrides`: gpufleet:cluster fields to change first (what `plan --set` compares)."""
     from gpufleet.components import stackconfig
     from gpufleet.components.errors import cloud_sdk
 
     config = stackconfig.stack_config(name, root)
+    if overrides:
+        config = with_overrides(config, overrides)
     spec = stackconfig.spec_from_config(config, stack=name)
     with cloud_sdk(spec.cloud):  # the mocks and the component import the cloud's SDK
         from gpufleet.components.preview import evaluate
@@ -104,14 +139,110 @@ def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -
         "availability": built[0].availability.as_dict(),
         # The account's facts (components/validators.py): skipped offline, with the reason.
         "checks": [c.as_dict() for c in built[0].checks],
-        "resources": [
-            {
-                "type": r.type,
-                "name": r.name,
-                "summary": _summary(canonical(r.inputs)),
-                "inputs": canonical(r.inputs),
-            }
-            for r in sorted(plan.resources, key=lambda r: (r.type, r.name))
-        ],
+        "resources": [_resource(r) for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
         "outputs": canonical(outputs),
     }
+
+
+def _resource(r: Any) -> dict[str, Any]:
+    out = {
+        "type": r.type,
+        "name": r.name,
+        "summary": _summary(canonical(r.inputs)),
+        "inputs": canonical(r.inputs),
+    }
+    # How a re-apply treats a changed input (components/replacements.py): only when set.
+    if r.replace_on_changes:
+        out["replace_on_changes"] = sorted(r.replace_on_changes)
+    if r.delete_before_replace:
+        out["delete_before_replace"] = True
+    return out
+
+
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """What re-applying `new` over a stack planned as `old` does to each changed resource:
+    create, delete, update in place, replace (with the inputs that force it), or refused."""
+    from gpufleet.components.errors import SpecError
+    from gpufleet.components.replacements import diff
+
+    if old.get("stack") != new.get("stack"):
+        raise SpecError(
+            "--against",
+            f"is a plan of stack {old.get('stack')!r}, not of {new.get('stack')!r}",
+            f"save a plan of {new.get('stack')} with `gpufleet plan --stack "
+            f"{new.get('stack')} --json`",
+        )
+    return [c.as_dict() for c in diff(old.get("resources", []), new.get("resources", []))]
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """A saved `plan --json` document."""
+    import json
+
+    from gpufleet.components.errors import SpecError
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SpecError(
+            "--against", f"{path} is not a readable plan ({e})", "pass a saved `plan --json`"
+        ) from None
+    if not isinstance(doc, dict) or doc.get("kind") != "plan":
+        raise SpecError("--against", f"{path} is not a `plan --json` document", "pass one")
+    return doc
+
+
+CHECK_FIX = (
+    "install the Pulumi CLI (`gpufleet setup pulumi`) and log in to the stack's cloud "
+    "(`aws configure`, `gcloud auth application-default login` or `az login`), then run "
+    "`gpufleet plan --check` again; without them, `gpufleet plan` shows the checks as skipped"
+)
+
+
+class CheckUnavailable(GpufleetError):
+    """plan --check cannot ask the account: the Pulumi CLI is missing (usage, as MissingTool)."""
+
+    exit_code = ExitCode.USAGE
+
+
+def check_stack(name: str, root: Path | None = None, backend: str | None = None) -> list[dict]:
+    """Online: `pulumi preview` of the stack against its account, so the offer check and every
+    validator ask the cloud before anything exists; the checks' outcomes, or the refusal."""
+    from gpufleet.components import stackconfig
+    from gpufleet.components.registry import provider_config
+    from gpufleet.core.errors import MissingTool
+    from gpufleet.provision import pulumi as pp
+
+    try:
+        pp.find_pulumi()
+    except MissingTool:
+        raise CheckUnavailable(
+            "plan --check asks the cloud through `pulumi preview`, and the Pulumi CLI is not "
+            "installed",
+            hint=CHECK_FIX,
+        ) from None
+    spec = stackconfig.spec_from_stack(name, root)
+    pp._import_sdk(spec.cloud)
+    outcomes: list[dict] = []
+    refused: list[GpufleetError] = []
+
+    def program() -> None:
+        try:
+            fleet = stackconfig.build(spec)
+        except GpufleetError as e:  # a validator's or the offer check's refusal, as itself
+            refused.append(e)
+            raise
+        outcomes.extend(c.as_dict() for c in fleet.checks)
+
+    stack = pp._stack(spec, backend, program)
+    for key, value in provider_config(spec).items():
+        stack.set_config(key, pp._config_value(value))
+    try:
+        stack.preview(color="never")
+    except Exception as e:
+        if refused:
+            raise refused[0] from e
+        raise GpufleetError(
+            f"pulumi preview of {name} failed: {str(e).strip()[-1500:]}", hint=CHECK_FIX
+        ) from e
+    return outcomes

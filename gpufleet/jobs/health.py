@@ -100,6 +100,8 @@ def check_command(info: ClusterInfo, exp: Expected) -> str:
         args.append("--nvswitch")
     if exp.fabric in ("efa", "infiniband"):
         args += ["--expect-fabric-devices", str(exp.fabric_devices)]
+    if exp.fabric != "none":  # the node check then asks NCCL which network it loads
+        args += ["--nodes", str(len(info.nodes))]
     return shlex.join(args)
 
 

@@ -170,3 +170,29 @@ def test_real_gloo_run_with_torchrun(probe, tmp_path):
     assert doc["verdict"].startswith("no fast fabric expected")
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no rank or agent left in the job's process group
+
+
+# NET/Plugin lines as NCCL prints them when libnccl-net.so does not load: NVIDIA/nccl#1504
+# (NCCL 2.21.5) and NVIDIA/nccl-tests#188 (NCCL 2.18.1), recorded in those issues.
+PLUGIN_2_21 = (
+    "h:26023:26023 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)\n"
+    "h:26023:26023 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot "
+    "open shared object file: No such file or directory : when loading libnccl-net.so\n"
+    "h:26023:26023 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
+)
+PLUGIN_2_18 = (
+    "u:852750:852750 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+    "libnccl-net.so: cannot open shared object file: No such file or directory\n"
+    "u:852750:852750 [0] NCCL INFO NET/Plugin : No plugin found, using internal implementation\n"
+)
+
+
+@pytest.mark.parametrize("log", [PLUGIN_2_21, PLUGIN_2_18])
+def test_plugin_failures_name_why_the_plugin_did_not_load(probe, log):
+    (line,) = probe.plugin_failures(log + log)  # every rank prints it: once is enough
+    assert line.startswith("Plugin load") and "libnccl-net.so: cannot open shared object" in line
+
+
+def test_no_plugin_failure_when_the_plugin_loads(probe):
+    log = "h:7614:7691 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)\n"
+    assert probe.plugin_failures(log) == []

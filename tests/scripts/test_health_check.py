@@ -572,3 +572,73 @@ def test_probes_without_cuda_are_skipped_with_reason(hc):
         assert result.tflops and result.gbs and min(result.tflops) > 0
     else:
         assert result.skipped == "torch sees no CUDA device"
+
+
+# The health gate refuses a node whose NCCL falls back to sockets on a fabric (issue 19, item 6).
+# Log lines recorded from NCCL runs: "Using network Socket" after "NET/IB : No device found."
+# (NVIDIA/nccl#352, NCCL 2.4.8 shape; "Using network <name>" is NCCL's src/init.cc INFO line), the
+# NET/Plugin load failure (NVIDIA/nccl#1504, NCCL 2.21.5), and a loaded aws-ofi-nccl (its
+# "Loaded net plugin AWS Libfabric" line, as in tests/scripts/test_allreduce_probe.py).
+SOCKET_AFTER_PLUGIN_FAILED = (
+    "h:26023:26023 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot "
+    "open shared object file: No such file or directory : when loading libnccl-net.so\n"
+    "h:26023:26023 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
+    "h:26023:26023 [0] NCCL INFO NET/IB : No device found.\n"
+    "h:26023:26023 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.2.7<0>\n"
+    "h:26023:26023 [0] NCCL INFO Using network Socket\n"
+)
+EFA_LOADED = (
+    "h:7614:7691 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)\n"
+    "h:7614:7691 [0] NCCL INFO NET/OFI Selected Provider is efa (found 32 nics)\n"
+    "h:7614:7691 [0] NCCL INFO Using network AWS Libfabric\n"
+)
+IB_LOADED = (
+    "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+    "h:1:1 [0] NCCL INFO Using network IB\n"
+)
+TCPX_LOADED = "h:1:1 [0] NCCL INFO Using network GPUDirectTCPX_v7\n"
+
+
+@pytest.mark.parametrize("fabric", ["efa", "infiniband", "tcpx"])
+def test_nccl_on_sockets_fails_the_node_check_on_a_fabric(hc, fabric):
+    facts = hc.NodeFacts(nccl_log=SOCKET_AFTER_PLUGIN_FAILED)
+    check = hc.check_nccl_network(facts, hc.Expect(gpus=8, fabric=fabric, nodes=2))
+    assert not check.ok and check.value == "socket" and check.expected == fabric
+    assert check.detail.startswith(f"NCCL fell back to sockets (NET/Socket) instead of {fabric}")
+    assert "NCCL said: Plugin load returned 2 : libnccl-net.so: cannot open" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("fabric", "log"), [("efa", EFA_LOADED), ("infiniband", IB_LOADED), ("tcpx", TCPX_LOADED)]
+)
+def test_nccl_on_the_fabric_passes(hc, fabric, log):
+    check = hc.check_nccl_network(
+        hc.NodeFacts(nccl_log=log), hc.Expect(gpus=8, fabric=fabric, nodes=2)
+    )
+    assert check.ok and check.value == fabric
+
+
+def test_nccl_network_check_applies_to_multi_node_fabric_clusters_only(hc):
+    facts = hc.NodeFacts(nccl_log=SOCKET_AFTER_PLUGIN_FAILED)
+    assert hc.check_nccl_network(facts, hc.Expect(gpus=8, fabric="efa", nodes=1)) is None
+    assert hc.check_nccl_network(facts, hc.Expect(gpus=8, fabric="none", nodes=2)) is None
+    skipped = hc.check_nccl_network(
+        hc.NodeFacts(nccl_skipped="torch not importable"), hc.Expect(gpus=8, fabric="efa", nodes=2)
+    )
+    assert skipped.ok and skipped.detail == "skipped: torch not importable"
+
+
+def test_nccl_log_is_gathered_in_a_login_shell_with_nccl_debug(hc):
+    """The job's environment (profile.d puts the plugin on LD_LIBRARY_PATH), NCCL_DEBUG=INFO."""
+    seen = []
+
+    def run(argv, timeout=60.0):
+        seen.append(argv)
+        return 1, "", "ModuleNotFoundError: No module named 'torch'"
+
+    facts = hc.NodeFacts(gpus=[object()])
+    hc.gather_nccl_log(facts, run)
+    (argv,) = seen
+    assert argv[:2] == ["bash", "-lc"] and "NCCL_DEBUG=INFO" in argv[2]
+    assert "NCCL_DEBUG_SUBSYS=INIT,NET" in argv[2]
+    assert facts.nccl_log is None and facts.nccl_skipped == "torch not importable"

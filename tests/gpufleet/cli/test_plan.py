@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.integration.conftest import ROOT
 
 
@@ -56,3 +58,84 @@ def test_table_says_what_availability_was_checked_offline():
     r = cli("--stack", "azure-nd-h100")
     assert r.returncode == 0, r.stderr
     assert "availability: eastus: not checked (no credentials offline" in r.stdout
+
+
+# Re-apply (issue 19, items 5, 11, 21): what `plan --set`/`--against` says a change does.
+REAPPLY_STACKS = ["aws-p5", "gcp-a3", "azure-nd-h100"]
+
+
+def reapply_text(stack: str, old: dict, new: dict, change: str) -> str:
+    from gpufleet.cli.plan import reapply_lines
+    from gpufleet.clusters.plan import changes
+
+    return "\n".join(reapply_lines(changes(old, new), change, "the stack as it is", new["nodes"]))
+
+
+@pytest.mark.parametrize("stack", REAPPLY_STACKS)
+def test_ttl_change_text(stack, golden):
+    from gpufleet.clusters.plan import plan_stack
+
+    old, new = plan_stack(stack), plan_stack(stack, overrides={"ttl_minutes": 120})
+    golden(f"plan/{stack}-ttl.txt", reapply_text(stack, old, new, "ttl_minutes=120") + "\n")
+
+
+@pytest.mark.parametrize("stack", REAPPLY_STACKS)
+def test_recipe_change_text(stack, golden, monkeypatch):
+    """A recipe change: images/versions.yaml's NCCL pin moved (what editing that one line
+    does to the node env in every node's user data)."""
+    import dataclasses
+
+    from gpufleet.clusters.plan import plan_stack
+    from gpufleet.components import bootstrap
+    from gpufleet.components.imageversions import Pin
+
+    old = plan_stack(stack)
+    pinned = bootstrap.for_node
+
+    def bumped(cloud: str, fabric: str = "none"):
+        vs = pinned(cloud, fabric)
+        return dataclasses.replace(vs, pins={**vs.pins, "nccl": Pin("2.99.0-1", "a test")})
+
+    monkeypatch.setattr(bootstrap, "for_node", bumped)
+    new = plan_stack(stack)
+    golden(f"plan/{stack}-recipe.txt", reapply_text(stack, old, new, "nccl 2.99.0-1") + "\n")
+
+
+def test_set_lists_the_replaced_nodes_and_json_has_changes():
+    from tests.gpufleet.cli.test_documents import validator
+
+    r = cli("--stack", "aws-p5", "--set", "ttl_minutes=120")
+    assert r.returncode == 0, r.stderr
+    assert "ttl_minutes=120 REPLACES 2 of 2 nodes (node 0, node 1)" in r.stdout
+    assert "node 0: replaced (launch template" in r.stdout
+    r = cli("--stack", "aws-p5", "--set", "ttl_minutes=120", "--json")
+    doc = json.loads(r.stdout)
+    validator("plan").validate(doc)
+    assert doc["compared_with"] == "ttl_minutes=120 over the stack as it is"
+    nodes = [c for c in doc["changes"] if c["node"] is not None]
+    assert [(c["node"], c["action"]) for c in nodes] == [(0, "replace"), (1, "replace")]
+    assert nodes[0]["forcing"] == ["launchTemplate.version"]
+
+
+def test_against_a_saved_plan(tmp_path):
+    saved = tmp_path / "old.json"
+    saved.write_text(cli("--stack", "gcp-a3", "--json").stdout)
+    r = cli("--stack", "gcp-a3", "--against", str(saved))
+    assert r.returncode == 0, r.stderr
+    assert f"re-apply of the stack now over the saved plan {saved}: no change" in r.stdout
+    r = cli("--stack", "aws-p5", "--against", str(saved))
+    assert r.returncode == 2 and "is a plan of stack 'gcp-a3', not of 'aws-p5'" in r.stderr
+
+
+def test_set_refuses_an_unknown_field():
+    r = cli("--stack", "aws-p5", "--set", "ttl=120")
+    assert r.returncode == 2 and "ttl" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_check_without_the_pulumi_cli_refuses_with_the_fix():
+    """No Pulumi CLI and no account here: --check must say so, not fall back to the offline
+    plan (which would look like a passed check)."""
+    r = cli("--stack", "aws-p5", "--check")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "plan --check asks the cloud through `pulumi preview`" in r.stderr
+    assert "fix: install the Pulumi CLI" in r.stderr and "log in to the stack's cloud" in r.stderr

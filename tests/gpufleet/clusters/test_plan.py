@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from gpufleet.clusters.plan import plan_stack, price_estimate
+from gpufleet.components import stackconfig
 from gpufleet.components.catalog import lookup
 
 
@@ -74,3 +75,24 @@ def test_plan_says_how_far_region_availability_was_checked(stack, status, source
     doc = plan_stack(stack)
     assert doc["availability"]["status"] == status
     assert source in doc["availability"]["source"]
+
+
+@pytest.mark.parametrize("stack", ["aws-p5", "gcp-a3", "azure-nd-h100"])
+def test_offline_plan_lists_each_validator_as_skipped_with_the_reason(stack, monkeypatch):
+    """Offline (no account), every validator of the stack's cloud is in `checks`, in order,
+    skipped with the reason; one stand-in validator makes it non-empty before the clouds' own
+    lists land (components/<cloud>/validators.py)."""
+    from gpufleet.components import validators
+
+    def must_not_run(spec, it):
+        raise AssertionError("a validator ran offline")
+
+    spec = stackconfig.spec_from_stack(stack)
+    own = validators.cloud_validators(spec.cloud)
+    extra = validators.Validator(spec.cloud, "a stand-in fact", "Stand.In", must_not_run)
+    monkeypatch.setattr(validators, "cloud_validators", lambda cloud: [*own, extra])
+    checks = plan_stack(stack)["checks"]
+    assert [(c["fact"], c["api"]) for c in checks] == [(v.fact, v.api) for v in [*own, extra]]
+    assert {c["status"] for c in checks} == {"skipped"}
+    assert {c["detail"] for c in checks} == {validators.OFFLINE}
+    assert "plan --check" in validators.OFFLINE

@@ -115,3 +115,11 @@ def test_check_runs_the_probe_with_fabric_on_the_same_group(monkeypatch):
     _, report = health.check(cluster(), said.append, stream, fabric=True, sizes="1M")
     assert report == {"sizes": "1M", "stream": stream}
     assert said == ["all-reduce probe across 2 nodes"]
+
+
+def test_the_gate_tells_the_node_check_how_many_nodes_use_the_fabric():
+    """The node check asks NCCL which network it loads only where a fabric carries traffic."""
+    c = cluster("aws", "p5.48xlarge", "efa")
+    assert "--nodes 2" in health.check_command(c, health.expected_for(c))
+    local = cluster()
+    assert "--nodes" not in health.check_command(local, health.expected_for(local))
