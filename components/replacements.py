@@ -32,6 +32,8 @@ class ForceNew:
     immutable: inputs the cloud refuses to change on an existing resource; Pulumi replaces it
       only when the resource lists them in replace_on_changes, else the update fails.
     versioned: a change of any input makes a new version of the resource (the words say so).
+    unversioned: inputs of a versioned resource updated in place without a new version (its
+      own resource tags).
     follows: inputs that take another resource's newest version.
     nodes: the types that are the cluster's nodes (named "node k" in the text).
     labels: the words for an input path, for the text ("user data").
@@ -41,6 +43,7 @@ class ForceNew:
     force_new: Mapping[str, Sequence[str]] = field(default_factory=dict)
     immutable: Mapping[str, Sequence[str]] = field(default_factory=dict)
     versioned: Mapping[str, str] = field(default_factory=dict)
+    unversioned: Mapping[str, Sequence[str]] = field(default_factory=dict)
     follows: Mapping[str, Sequence[Follow]] = field(default_factory=dict)
     nodes: Sequence[str] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -95,7 +98,16 @@ def merged() -> ForceNew:
             continue
     out: dict[str, dict[str, Any]] = {
         k: {}
-        for k in ("force_new", "immutable", "versioned", "follows", "labels", "kinds", "notes")
+        for k in (
+            "force_new",
+            "immutable",
+            "versioned",
+            "unversioned",
+            "follows",
+            "labels",
+            "kinds",
+            "notes",
+        )
     }
     nodes: list[str] = []
     for t in tables:
@@ -103,6 +115,14 @@ def merged() -> ForceNew:
             out[k].update(getattr(t, k))
         nodes += list(t.nodes)
     return ForceNew(nodes=tuple(nodes), **out)
+
+
+def _versioning(t: ForceNew, typ: str, paths: Sequence[str]) -> list[str]:
+    """The changed paths of a versioned resource that make a new version (none: not versioned)."""
+    if typ not in t.versioned:
+        return []
+    skip = t.unversioned.get(typ, ())
+    return [p for p in paths if not any(p == s or p.startswith(s + ".") for s in skip)]
 
 
 def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
@@ -173,11 +193,14 @@ def diff(
     for key, r in news.items():
         for f in t.follows.get(key[0], ()):
             target = by_id.get(str(_value(r["inputs"], f.ref)))
-            if target in paths and target[0] in t.versioned:
+            if target is None:
+                continue
+            versioning = _versioning(t, target[0], paths.get(target, []))
+            if versioning:
                 kind = t.kinds.get(target[0], target[0])
                 paths.setdefault(key, []).append(f.path)
                 causes.setdefault(key, {})[f.path] = (
-                    f"{kind} {_words(t, paths[target])} changed -> {t.versioned[target[0]]}"
+                    f"{kind} {_words(t, versioning)} changed -> {t.versioned[target[0]]}"
                 )
     out = []
     for key in sorted(news.keys() - olds.keys()):
@@ -223,7 +246,8 @@ def _change(
             "replace on it (replace_on_changes), so `pulumi up` fails"
         )
         return Change(typ, name, "refused", tuple(paths), tuple(immutable), reason, node)
-    reason = f"{why(paths)} -> {t.versioned[typ]}" if typ in t.versioned else why(paths)
+    versioning = _versioning(t, typ, paths)
+    reason = f"{why(paths)} -> {t.versioned[typ]}" if versioning else why(paths)
     notes = [n for prefix, n in t.notes.items() if any(covers(prefix, p) for p in paths)]
     reason = "; ".join([reason, *dict.fromkeys(notes)])
     return Change(typ, name, "update", tuple(paths), (), reason, node)

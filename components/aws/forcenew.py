@@ -47,6 +47,9 @@ TABLE = ForceNew(
             "a new launch template version; the instance asks for the latest, so it is replaced"
         ),
     },
+    # ec2_launch_template.go's update: tags and tags_all alone go through UpdateTags, no new
+    # version (the instances' launch tags, tagSpecifications, are template content and do).
+    unversioned={"aws:ec2/launchTemplate:LaunchTemplate": ("tags", "tagsAll")},
     follows={
         "aws:ec2/instance:Instance": (Follow("launchTemplate.version", "launchTemplate.id"),),
     },

@@ -81,6 +81,16 @@ def test_aws_new_user_data_makes_a_new_version_which_replaces_the_instance():
     assert node.line().startswith("node 0: replaced (launch template user data changed")
 
 
+def test_aws_template_tags_alone_make_no_new_version_and_replace_no_instance():
+    """terraform-provider-aws ec2_launch_template.go (read 2026-11-25): an update of `tags` /
+    `tags_all` alone goes through UpdateTags, not CreateLaunchTemplateVersion."""
+    lt = resource(AWS_LT, "c-node-0-lt", {"userData": "v1", "tags": {"e": "1"}})
+    vm = resource(AWS_VM, "c-node-0", {"launchTemplate": {"id": "c-node-0-lt-id", "version": "1"}})
+    changes = diff([lt, vm], [{**lt, "inputs": {"userData": "v1", "tags": {"e": "2"}}}, vm])
+    assert [(c.name, c.action) for c in changes] == [("c-node-0-lt", "update")]
+    assert "new launch template version" not in changes[0].reason
+
+
 def test_azure_replaces_when_the_vm_lists_the_input_in_replace_on_changes():
     old = resource(AZ_VM, "c-node-1", {"osProfile": {"customData": "a"}})
     new = resource(

@@ -104,17 +104,26 @@ def test_recipe_change_text(stack, golden, monkeypatch):
 def test_set_lists_the_replaced_nodes_and_json_has_changes():
     from tests.gpufleet.cli.test_documents import validator
 
-    r = cli("--stack", "aws-p5", "--set", "ttl_minutes=120")
+    # A new image is launch template content: a new version, which each instance follows.
+    change = "image=ami-0123456789abcdef0"
+    r = cli("--stack", "aws-p5", "--set", change)
     assert r.returncode == 0, r.stderr
-    assert "ttl_minutes=120 REPLACES 2 of 2 nodes (node 0, node 1)" in r.stdout
-    assert "node 0: replaced (launch template" in r.stdout
-    r = cli("--stack", "aws-p5", "--set", "ttl_minutes=120", "--json")
+    assert f"{change} REPLACES 2 of 2 nodes (node 0, node 1)" in r.stdout
+    assert "node 0: replaced (launch template image changed" in r.stdout
+    r = cli("--stack", "aws-p5", "--set", change, "--json")
     doc = json.loads(r.stdout)
     validator("plan").validate(doc)
-    assert doc["compared_with"] == "ttl_minutes=120 over the stack as it is"
+    assert doc["compared_with"] == f"{change} over the stack as it is"
     nodes = [c for c in doc["changes"] if c["node"] is not None]
     assert [(c["node"], c["action"]) for c in nodes] == [(0, "replace"), (1, "replace")]
     assert nodes[0]["forcing"] == ["launchTemplate.version"]
+
+
+def test_a_ttl_change_on_aws_replaces_no_node_since_the_expiry_is_a_tag():
+    r = cli("--stack", "aws-p5", "--set", "ttl_minutes=120")
+    assert r.returncode == 0, r.stderr
+    assert "ttl_minutes=120 replaces no node" in r.stdout
+    assert "node 0: updated in place (tags changed)" in r.stdout
 
 
 def test_against_a_saved_plan(tmp_path):
