@@ -94,8 +94,10 @@ class _LeaseKeeper:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def renew(self) -> None:
+        # The node adds LEASE_S to its own clock (remote/lease.py); `until` is this process's
+        # view of it, for telling an expiry from a lost node.
         until = time.time() + LEASE_S
-        failed = {n: why for n, why in self.group.write_lease(until).items() if why}
+        failed = {n: why for n, why in self.group.write_lease(LEASE_S).items() if why}
         if failed and len(failed) == len(self.group.nodes):
             self.progress(f"lease not renewed: {'; '.join(f'{n}: {w}' for n, w in failed.items())}")
         self.until = until
