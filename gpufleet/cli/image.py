@@ -77,9 +77,13 @@ def bake(
             }
         )
         return
+    from gpufleet.core import state
     from gpufleet.provision.pulumi import bake as run_bake
 
-    image_id = run_bake(spec, progress, backend)
+    # Held while the bake runs: `sweep` leaves a bake stack alone only while its name is
+    # locked, and destroys one whose `image bake` died (gpufleet/clusters/ops.py stale_stacks).
+    with state.lock(f"{spec.name}-image"):
+        image_id = run_bake(spec, progress, backend)
     typer.echo(image_id)
     progress(f"set `image: {image_id}` in the stack's gpufleet:cluster to boot nodes ready")
 
