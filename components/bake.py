@@ -272,12 +272,15 @@ class ImageBakeComponent(pulumi.ComponentResource):
     cloud: str = ""
     seal_before: tuple[str, ...] = ()  # cloud-specific sealing, run first
     seal_powers_off = True  # False: the capture stops the builder (AWS)
+    backstop = ""  # what removes a builder at its expiry, in words (`image bake --plan`)
+    default_builder = ""  # the builder's type when the stack names none
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         from gpufleet.components.expiry import Expiry
 
         super().__init__(f"gpufleet:{self.cloud}:ImageBake", name, None, opts)
         self.spec = spec
+        self.builder_type = spec.instance_type or self.default_builder
         # As a node's: fixed at the first apply and kept in the stack's state, never this
         # program run's clock (a re-apply would change the builder's user data).
         expiry = Expiry(f"{name}-expiry", BAKE_HOURS * 60, self.child())
@@ -322,12 +325,22 @@ class ImageBakeComponent(pulumi.ComponentResource):
         self.register_outputs({"image_id": self.image_id, "expires_at": self.expires_at})
 
 
-def bake_program(spec: ClusterSpec) -> dict[str, Any]:
-    """Declare the spec's cloud's ImageBake; its exports (the image id a stack can name)."""
+def declare_bake(spec: ClusterSpec) -> ImageBakeComponent:
+    """Declare the spec's cloud's ImageBake (its stack is `<spec.name>-image`)."""
     from gpufleet.components.registry import bake_class
 
     # One public builder: no workers, so no NAT for them (components/<cloud>/network.py).
     spec = spec.with_(nodes=1)
-    bake = bake_class(spec.cloud)(f"{spec.name}-image", spec)
-    # expires_at as a cluster stack has it: `sweep` reads it (provision/pulumi.py list_stacks).
+    bake: ImageBakeComponent = bake_class(spec.cloud)(f"{spec.name}-image", spec)
+    return bake
+
+
+def bake_exports(bake: ImageBakeComponent) -> dict[str, Any]:
+    """The image id a stack can name, and expires_at as a cluster stack has it (`sweep` reads
+    it: provision/pulumi.py list_stacks)."""
     return {"image_id": bake.image_id, "expires_at": bake.expires_at}
+
+
+def bake_program(spec: ClusterSpec) -> dict[str, Any]:
+    """Declare the spec's cloud's ImageBake; its exports."""
+    return bake_exports(declare_bake(spec))

@@ -20,12 +20,17 @@ DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it 
 
 class ImageBake(ImageBakeComponent):
     cloud = "aws"
+    default_builder = DEFAULT_BUILDER
+    backstop = (
+        "its expiry timer powers it off, and EC2 terminates it"
+        " (instance-initiated shutdown: terminate)"
+    )
     # The seal leaves the builder running: a poweroff from inside would terminate it (below),
     # and CreateImage stops it for the capture itself (no snapshot_without_reboot).
     seal_powers_off = False
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
-        builder_type = spec.instance_type or DEFAULT_BUILDER
+        builder_type = spec.instance_type or self.default_builder
         # Before anything is registered: a region or zone without the builder type fails here.
         offered = offer_check(self.cloud)(spec, builder_type)
         zone, self.availability = offered.zone, offered.availability

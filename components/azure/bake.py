@@ -37,6 +37,8 @@ def gallery_name(resource_group: str) -> str:
 
 class ImageBake(ImageBakeComponent):
     cloud = "azure"
+    default_builder = DEFAULT_BUILDER
+    backstop = "its expiry timer deletes the VM through its own managed identity (ARM DELETE)"
     # Clears the agent's provisioning state (ovf-env.xml holds the builder's custom data).
     seal_before = ("if command -v waagent >/dev/null; then waagent -force -deprovision; fi",)
 

@@ -20,6 +20,8 @@ DEFAULT_BUILDER = "g2-standard-8"
 
 class ImageBake(ImageBakeComponent):
     cloud = "gcp"
+    default_builder = DEFAULT_BUILDER
+    backstop = "GCE deletes it at its terminationTime (instanceTerminationAction DELETE)"
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)
