@@ -8,6 +8,12 @@ longer answers. Every capture depends on it. The capture reads a snapshot or the
 instance, never a disk still being written, and is kept when the bake stack is destroyed
 (retain_on_delete), so `gpufleet image bake` removes the builder and its network right after.
 The image carries no expiry tag: it is meant to outlive the bake.
+
+The builder has a node's backstop, in case the CLI dies mid-bake: an expiry fixed at the first
+apply (components/expiry.py, BAKE_HOURS), armed in its user data through the same
+gpufleet-expire timer, and each cloud's own (AWS: terminate on an instance-initiated shutdown;
+GCP: terminationTime with DELETE; Azure: the VM deletes itself through its identity). The
+seal removes the timer and its state, so no node made from the image inherits them.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ if TYPE_CHECKING:
 
 READY_TIMEOUT_S = 90 * 60  # a driver install with a reboot, on a slow mirror
 DOWN_TIMEOUT_S = 10 * 60
-BAKE_HOURS = 3  # the builder's own expiry tag; it is removed within minutes of the capture
+# The builder's expiry, counted from the first apply: READY_TIMEOUT_S, the capture and the
+# removal take far less; a builder whose CLI died goes at this time at the latest.
+BAKE_HOURS = 3
 MARKER = "/var/lib/gpufleet/ready.json"
 STEPS_LOG = "/var/log/gpufleet/steps.log"  # run-steps.sh: "<step> ok|failed|... <seconds>"
 RECIPE_LOG = "/var/log/gpufleet/recipe.log"
@@ -43,11 +51,26 @@ SEAL_STEPS: tuple[str, ...] = (
     " /etc/ssh/ssh_host_* /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys",
     "sync",
 )
+# The builder's own expiry (its timer, and any lease or extend file) must not reach the image:
+# a node made from it writes its own from its cloud-init, and a stale lease would remove it.
+SEAL_EXPIRY: tuple[str, ...] = (
+    "systemctl disable gpufleet-ttl.timer 2>/dev/null || true",
+    "rm -f /etc/systemd/system/gpufleet-ttl.service /etc/systemd/system/gpufleet-ttl.timer"
+    " /usr/local/sbin/gpufleet-expire /var/lib/gpufleet/lease /var/lib/gpufleet/expires_at",
+)
+# A builder the seal leaves running (AWS: the capture stops it) keeps a backstop the image does
+# not get: a transient timer, which lives in /run only.
+SEALED_BACKSTOP_S = 30 * 60
+SEALED_BACKSTOP = (
+    f"systemd-run --unit=gpufleet-sealed-expire --on-active={SEALED_BACKSTOP_S} systemctl poweroff"
+)
 
 
-def seal_command(before: tuple[str, ...] = ()) -> str:
-    """One root shell that seals the builder (cloud steps `before` first) and powers it off."""
-    script = "; ".join(("set -e", *before, *SEAL_STEPS, "systemctl poweroff"))
+def seal_command(before: tuple[str, ...] = (), poweroff: bool = True) -> str:
+    """One root shell that seals the builder (cloud steps `before` first) and powers it off,
+    or (poweroff=False) leaves it running with a transient backstop for the capture to stop."""
+    last = ("systemctl poweroff",) if poweroff else (SEALED_BACKSTOP,)
+    script = "; ".join(("set -e", *before, *SEAL_EXPIRY, *SEAL_STEPS, *last))
     return "sudo -n sh -c " + shlex.quote(script)
 
 
@@ -179,8 +202,10 @@ def wait_ready_and_seal(
     down_timeout_s: float = DOWN_TIMEOUT_S,
     first_delay_s: float = 5.0,
     max_delay_s: float = 60.0,
+    wait_down: bool = True,
 ) -> str:
-    """Wait for the marker, seal and power off the builder, wait until it is gone; the marker."""
+    """Wait for the marker, seal and power off the builder, wait until it is gone (unless the
+    seal leaves it running: wait_down=False); the marker."""
     deadline = time.monotonic() + ready_timeout_s
     delay = first_delay_s
     # A remote condition with no event to subscribe to: poll it, with backoff and a deadline.
@@ -196,6 +221,8 @@ def wait_ready_and_seal(
             )
         time.sleep(delay)
         delay = min(delay * 1.5, max_delay_s)
+    if not wait_down:
+        return marker
     gone = time.monotonic() + down_timeout_s
     delay = min(first_delay_s, 5.0)
     while _answers(b.host, b.port, timeout=5):
@@ -222,6 +249,7 @@ class _BuilderReadyProvider(pulumi.dynamic.ResourceProvider):
             builder,
             ready_timeout_s=float(props.get("ready_timeout_s") or READY_TIMEOUT_S),
             down_timeout_s=float(props.get("down_timeout_s") or DOWN_TIMEOUT_S),
+            wait_down=bool(props.get("wait_down", True)),
         )
         return pulumi.dynamic.CreateResult(
             id_=f"sealed-{props['builder']}", outs={**props, "ready": marker}
@@ -243,11 +271,21 @@ class ImageBakeComponent(pulumi.ComponentResource):
 
     cloud: str = ""
     seal_before: tuple[str, ...] = ()  # cloud-specific sealing, run first
+    seal_powers_off = True  # False: the capture stops the builder (AWS)
+    backstop = ""  # what removes a builder at its expiry, in words (`image bake --plan`)
+    default_builder = ""  # the builder's type when the stack names none
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
+        from gpufleet.components.expiry import Expiry
+
         super().__init__(f"gpufleet:{self.cloud}:ImageBake", name, None, opts)
         self.spec = spec
-        self.tags = fleet_tags(spec, int(time.time()) + BAKE_HOURS * 3600)
+        self.builder_type = spec.instance_type or self.default_builder
+        # As a node's: fixed at the first apply and kept in the stack's state, never this
+        # program run's clock (a re-apply would change the builder's user data).
+        expiry = Expiry(f"{name}-expiry", BAKE_HOURS * 60, self.child())
+        self.expires_at: pulumi.Output[int] = expiry.expires_at
+        self.tags = fleet_tags(spec, self.expires_at)
         # The image outlives the bake: no expiry for a sweeper to act on.
         self.image_tags = {
             **{k: v for k, v in self.tags.items() if k != "gpufleet-expires"},
@@ -259,11 +297,10 @@ class ImageBakeComponent(pulumi.ComponentResource):
     def child(self, **kw: Any) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, **kw)
 
-    def user_data(self) -> pulumi.Output[str]:
-        """The recipe for the builder: no TTL timer (it would be baked into every node)."""
-        return node_user_data(
-            self.spec, self.ssh_user, self.keys, 0, 1, None, {"GPUFLEET_BAKE": "1"}
-        )
+    def user_data(self, extra: dict[str, pulumi.Input[str]] | None = None) -> pulumi.Output[str]:
+        """The recipe for the builder, with its expiry timer (the seal removes it again)."""
+        env: dict[str, pulumi.Input[str]] = {"GPUFLEET_BAKE": "1", **(extra or {})}
+        return node_user_data(self.spec, self.ssh_user, self.keys, 0, 1, self.expires_at, env)
 
     def wait_ready(self, host: pulumi.Input[str], builder: Any) -> BuilderReady:
         """The wait every capture depends on (see the module docstring)."""
@@ -277,21 +314,33 @@ class ImageBakeComponent(pulumi.ComponentResource):
                 "host_key": self.keys.hosts[0].public_key_openssh,
                 "builder": builder.id,
                 "probe": probe_command(),
-                "seal": seal_command(self.seal_before),
+                "seal": seal_command(self.seal_before, poweroff=self.seal_powers_off),
+                "wait_down": self.seal_powers_off,
             },
             self.child(depends_on=[builder]),
         )
 
     def finish(self, image_id: pulumi.Input[str]) -> None:
         self.image_id = pulumi.Output.from_input(image_id)
-        self.register_outputs({"image_id": self.image_id})
+        self.register_outputs({"image_id": self.image_id, "expires_at": self.expires_at})
 
 
-def bake_program(spec: ClusterSpec) -> dict[str, Any]:
-    """Declare the spec's cloud's ImageBake; its exports (the image id a stack can name)."""
+def declare_bake(spec: ClusterSpec) -> ImageBakeComponent:
+    """Declare the spec's cloud's ImageBake (its stack is `<spec.name>-image`)."""
     from gpufleet.components.registry import bake_class
 
     # One public builder: no workers, so no NAT for them (components/<cloud>/network.py).
     spec = spec.with_(nodes=1)
-    bake = bake_class(spec.cloud)(f"{spec.name}-image", spec)
-    return {"image_id": bake.image_id}
+    bake: ImageBakeComponent = bake_class(spec.cloud)(f"{spec.name}-image", spec)
+    return bake
+
+
+def bake_exports(bake: ImageBakeComponent) -> dict[str, Any]:
+    """The image id a stack can name, and expires_at as a cluster stack has it (`sweep` reads
+    it: provision/pulumi.py list_stacks)."""
+    return {"image_id": bake.image_id, "expires_at": bake.expires_at}
+
+
+def bake_program(spec: ClusterSpec) -> dict[str, Any]:
+    """Declare the spec's cloud's ImageBake; its exports."""
+    return bake_exports(declare_bake(spec))

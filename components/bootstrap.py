@@ -29,6 +29,7 @@ class BootstrapContext:
     fabric: str = "none"
     expires_at: float | None = None
     extra: dict[str, str] = field(default_factory=dict)  # more node env (e.g. Azure identity)
+    boot_lease_s: int | None = None  # a lease armed at first boot from the node's clock (`run`)
 
 
 @functools.cache
@@ -122,6 +123,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
         if ctx.expires_at or expiry_tag(ctx)
         else "",
+        boot_lease_s=int(ctx.boot_lease_s) if ctx.boot_lease_s and ctx.expires_at else 0,
         guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()),
     )
 
@@ -160,6 +162,11 @@ CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {
 }
 
 
+def boot_lease_s(spec: ClusterSpec) -> int | None:
+    """The spec's boot lease in seconds, or None (clusters of `up` and stacks have none)."""
+    return spec.boot_lease_minutes * 60 if spec.boot_lease_minutes else None
+
+
 def placeholder_context(
     spec: ClusterSpec, index: int, expires_at: float | None
 ) -> BootstrapContext:
@@ -178,4 +185,5 @@ def placeholder_context(
         fabric=spec.fabric,
         expires_at=expires_at,
         extra={k: f"<{k} at deploy time>" for k in CLOUD_NODE_ENV.get(spec.cloud, ())},
+        boot_lease_s=boot_lease_s(spec),
     )

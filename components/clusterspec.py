@@ -63,6 +63,12 @@ class ClusterSpec(BaseModel):
     image: str | None = Field(None, description="image id/name; default: the cloud's GPU image")
     spot: bool = False
     ttl_minutes: int = Field(240, description="node-side expiry; 0 disables it (local/ssh only)")
+    boot_lease_minutes: int | None = Field(
+        None,
+        description="a lease each node arms from its own clock at first boot (`run` sets it, "
+        "so a CLI killed while provisioning leaves nothing for a day); None: no boot lease",
+        ge=1,
+    )
     ssh_cidrs: list[str] = Field(default_factory=list)
     ssh_user: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)

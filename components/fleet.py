@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+from gpufleet.components.bootstrap import BootstrapContext, boot_lease_s, render_cloud_init
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
 from gpufleet.components.keys import cluster_keys
@@ -68,6 +68,7 @@ def node_user_data(
                 fabric=spec.fabric,
                 expires_at=v[3],
                 extra=dict(zip(names, v[4:], strict=True)),
+                boot_lease_s=boot_lease_s(spec),
             )
         )
     )

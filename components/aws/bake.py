@@ -20,9 +20,17 @@ DEFAULT_BUILDER = "g5.xlarge"  # the recipe needs a GPU to verify the driver it 
 
 class ImageBake(ImageBakeComponent):
     cloud = "aws"
+    default_builder = DEFAULT_BUILDER
+    backstop = (
+        "its expiry timer powers it off, and EC2 terminates it"
+        " (instance-initiated shutdown: terminate)"
+    )
+    # The seal leaves the builder running: a poweroff from inside would terminate it (below),
+    # and CreateImage stops it for the capture itself (no snapshot_without_reboot).
+    seal_powers_off = False
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
-        builder_type = spec.instance_type or DEFAULT_BUILDER
+        builder_type = spec.instance_type or self.default_builder
         # Before anything is registered: a region or zone without the builder type fails here.
         offered = offer_check(self.cloud)(spec, builder_type)
         zone, self.availability = offered.zone, offered.availability
@@ -45,15 +53,17 @@ class ImageBake(ImageBakeComponent):
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=spec.disk_gb, volume_type="gp3", encrypted=True
             ),
-            # The builder powers itself off when sealed; it must stop, not vanish, to be captured.
-            instance_initiated_shutdown_behavior="stop",
+            # As a node's: its expiry timer's poweroff (or the seal's backstop) terminates it, so
+            # a builder whose CLI died does not stay stopped with its volume. This applies only
+            # to a shutdown from inside the OS, not to the stop and reboot CreateImage does.
+            instance_initiated_shutdown_behavior="terminate",
             tags={**tags, "Name": f"{name}-builder"},
             volume_tags={**tags, "Name": f"{name}-builder"},
             opts=child,
         )
         ready = self.wait_ready(builder.public_ip, builder)
-        # CreateImage takes a running, stopping or stopped instance; the builder is sealed and
-        # stopping by now, and without snapshot_without_reboot EC2 would stop it first anyway.
+        # CreateImage takes a running instance: the builder is sealed, and without
+        # snapshot_without_reboot EC2 shuts it down for the snapshots, then reboots it.
         ami = aws.ec2.AmiFromInstance(
             f"{name}-ami",
             source_instance_id=builder.id,

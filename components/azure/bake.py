@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
+from gpufleet.components.azure.fleet import VM_CONTRIBUTOR_ROLE
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.bake import ImageBakeComponent
+from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -35,6 +37,8 @@ def gallery_name(resource_group: str) -> str:
 
 class ImageBake(ImageBakeComponent):
     cloud = "azure"
+    default_builder = DEFAULT_BUILDER
+    backstop = "its expiry timer deletes the VM through its own managed identity (ARM DELETE)"
     # Clears the agent's provisioning state (ovf-env.xml holds the builder's custom data).
     seal_before = ("if command -v waagent >/dev/null; then waagent -force -deprovision; fi",)
 
@@ -44,6 +48,32 @@ class ImageBake(ImageBakeComponent):
         net = build_network(name, spec, self.tags, child)
         common = net.common
         pip, nic = public_nic(name, net, child)
+        # As a node's: at its expiry the builder deletes itself through its own identity
+        # (images/ttl/gpufleet-expire, arm-delete). The role is on the builder's resource group,
+        # which holds only this bake's builder, disk, network and snapshot, and is assigned
+        # before the VM exists, so it is in place (and propagating) when the VM boots.
+        client = az.authorization.get_client_config_output()
+        identity = az.managedidentity.UserAssignedIdentity(f"{name}-id", opts=child, **common)
+        role = az.authorization.RoleAssignment(
+            f"{name}-role",
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=client.subscription_id.apply(
+                lambda sub: (
+                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
+                    f"roleDefinitions/{VM_CONTRIBUTOR_ROLE}"
+                )
+            ),
+            scope=net.rg.id,
+            opts=child,
+        )
+        deploy_env = dict(
+            zip(
+                CLOUD_NODE_ENV["azure"],
+                (identity.client_id, client.subscription_id, net.rg.name),
+                strict=True,
+            )
+        )
         builder = az.compute.VirtualMachine(
             f"{name}-builder",
             **vm_profiles(
@@ -52,10 +82,13 @@ class ImageBake(ImageBakeComponent):
                 spec,
                 self.ssh_user,
                 self.keys.user.public_key_openssh,
-                self.user_data(),
+                self.user_data(deploy_env),
                 nic,
             ),
-            opts=child,
+            identity=az.compute.VirtualMachineIdentityArgs(
+                type="UserAssigned", user_assigned_identities=[identity.id]
+            ),
+            opts=self.child(depends_on=[role]),
             **common,
         )
         ready = self.wait_ready(pip.ip_address, builder)

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.components.bake import ImageBakeComponent
-from gpufleet.components.gcp.fleet import DLVM_IMAGE
+from gpufleet.components.gcp.fleet import DLVM_IMAGE, scheduling
 from gpufleet.components.gcp.network import build_networks
 from gpufleet.components.gcp.rules import default_zone, labels
 
@@ -20,6 +20,8 @@ DEFAULT_BUILDER = "g2-standard-8"
 
 class ImageBake(ImageBakeComponent):
     cloud = "gcp"
+    default_builder = DEFAULT_BUILDER
+    backstop = "GCE deletes it at its terminationTime (instanceTerminationAction DELETE)"
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)
@@ -50,9 +52,9 @@ class ImageBake(ImageBakeComponent):
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
                 )
             ],
-            scheduling=gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance="TERMINATE", automatic_restart=False
-            ),
+            # As a node's: GCE deletes the builder at its expiry (terminationTime + DELETE),
+            # whatever became of the CLI or the builder's own timer.
+            scheduling=scheduling(spec.with_(spot=False), self.expires_at),
             metadata={"user-data": self.user_data(), "ssh-keys": ssh_key},
             labels=node_labels,
             tags=[name],

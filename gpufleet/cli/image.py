@@ -54,6 +54,12 @@ def bake(
     plan: Annotated[
         bool, typer.Option("--plan", help="only show what the bake registers (offline, mocks)")
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="with --plan: the whole plan, inputs included (bake-plan.schema.json)"
+        ),
+    ] = False,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
 ) -> None:
     """Boot a builder with the recipe and capture an image a stack can name as `image`."""
@@ -63,25 +69,46 @@ def bake(
     spec = spec_from_stack(stack, stacks_dir)
     progress(f"stack {stack}: {stack_file(stack, stacks_dir)}")
     if plan:
-        from gpufleet.components.bake import bake_program
-        from gpufleet.components.preview import evaluate
-        from gpufleet.components.stackconfig import pulumi_config, stack_config
+        from gpufleet.cli.documents import envelope
+        from gpufleet.clusters.plan import plan_bake
 
-        p = evaluate(
-            lambda: bake_program(spec), config=pulumi_config(stack_config(stack, stacks_dir))
-        )
-        print_json(
-            {
-                "stack": f"{spec.name}-image",
-                "resources": [{"type": r.type, "name": r.name} for r in p.resources],
-            }
-        )
+        doc = plan_bake(stack, stacks_dir)
+        if as_json:
+            print_json(envelope("bake-plan", **doc))
+        else:
+            _print_plan(doc)
         return
+    if as_json:
+        from gpufleet.components.exitcodes import ExitCode
+        from gpufleet.core.errors import GpufleetError
+
+        raise GpufleetError("--json is for --plan", hint="add --plan", exit_code=ExitCode.USAGE)
+    from gpufleet.core import state
     from gpufleet.provision.pulumi import bake as run_bake
 
-    image_id = run_bake(spec, progress, backend)
+    # Held while the bake runs: `sweep` leaves a bake stack alone only while its name is
+    # locked, and destroys one whose `image bake` died (gpufleet/clusters/ops.py stale_stacks).
+    with state.lock(f"{spec.name}-image"):
+        image_id = run_bake(spec, progress, backend)
     typer.echo(image_id)
     progress(f"set `image: {image_id}` in the stack's gpufleet:cluster to boot nodes ready")
+
+
+def _print_plan(doc: dict) -> None:
+    from rich.table import Table
+
+    from gpufleet.cli.common import console
+
+    table = Table(title=f"bake stack {doc['bake_stack']}: {len(doc['resources'])} resources")
+    for col in ("type", "name", "key inputs"):
+        table.add_column(col, overflow="fold")
+    for r in doc["resources"]:
+        table.add_row(r["type"], r["name"], r["summary"])
+    out = console()
+    out.print(table)
+    price = f"${doc['price_per_hour']}/h" if doc["price_per_hour"] else "price unknown"
+    out.print(f"builder {doc['builder_type']} ({price}), removed after the capture")
+    out.print(f"builder expiry: {doc['expiry']}; then {doc['backstop']}")
 
 
 def register(app: typer.Typer) -> None:

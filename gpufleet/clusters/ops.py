@@ -128,19 +128,21 @@ def node_states(info: ClusterInfo) -> dict[str, str]:
 
 def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecord, str]]:
     """The cloud stacks `sweep` removes, each with why: past its expiry, or no live CLI owns
-    its cluster here (no record, or the `run` that owns it is dead)."""
+    its cluster here (no record, or the `run` that owns it is dead). An image bake's stack
+    (`<stack>-image`) is stale once no `gpufleet image bake` here holds its name: a live one
+    removes its builder itself."""
     stale = []
     for s in stacks:
-        if s.stack.endswith("-image") and s.cluster == s.stack:
-            continue  # an image bake's builder: its own `image bake` removes it
         if state.locked(s.cluster):
-            continue  # being created right now
+            continue  # being created (or baked) right now
         expires = s.expires_at
         if state.exists(s.cluster):
             with contextlib.suppress(StateDamaged):
                 expires = state.load(s.cluster).expires_at or expires
         if expires is not None and expires <= now:
             why = f"expired {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))}"
+        elif s.stack.endswith("-image") and s.cluster == s.stack:
+            why = "an image bake no live `gpufleet image bake` here holds"
         elif not state.known(s.cluster):
             why = "no record of its cluster here"
         elif state.orphaned(s.cluster):

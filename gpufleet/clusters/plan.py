@@ -29,6 +29,22 @@ def canonical(value: Any) -> Any:
     return value
 
 
+# How Pulumi's wire format marks a secret value (pulumi/runtime/rpc.py: _special_sig_key,
+# _special_secret_sig).
+_SIG_KEY, _SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def masked(value: Any) -> Any:
+    """`value` with every secret (a dict carrying Pulumi's secret signature) as "[secret]"."""
+    if isinstance(value, dict):
+        if value.get(_SIG_KEY) == _SECRET_SIG:
+            return "[secret]"
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked(v) for v in value]
+    return value
+
+
 def _summary(inputs: dict[str, Any]) -> str:
     parts = []
     for k, v in inputs.items():
@@ -246,3 +262,58 @@ def check_stack(name: str, root: Path | None = None, backend: str | None = None)
             f"pulumi preview of {name} failed: {str(e).strip()[-1500:]}", hint=CHECK_FIX
         ) from e
     return outcomes
+
+
+def plan_bake(name: str, root: Path | None = None) -> dict[str, Any]:
+    """The plan document of stack `name`'s image bake (`image bake --plan --json`): the
+    builder's resources with their inputs, as plan_stack shows a cluster's, and its expiry."""
+    from gpufleet.components import stackconfig
+    from gpufleet.components.errors import cloud_sdk
+
+    config = stackconfig.stack_config(name, root)
+    spec = stackconfig.spec_from_config(config, stack=name)
+    with cloud_sdk(spec.cloud):
+        from gpufleet.components.preview import evaluate
+
+        return _plan_bake(name, spec, config, evaluate)
+
+
+def _plan_bake(
+    name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any
+) -> dict[str, Any]:
+    from gpufleet.components import catalog, stackconfig
+    from gpufleet.components.bake import BAKE_HOURS, bake_exports, declare_bake
+    from gpufleet.components.errors import CatalogError
+
+    built: list[Any] = []
+
+    def program() -> dict[str, Any]:
+        built.append(declare_bake(spec))
+        return bake_exports(built[0])
+
+    plan = evaluate(program, config=stackconfig.pulumi_config(config), stack=f"{name}-image")
+    bake = built[0]
+    try:
+        price = catalog.lookup(spec.cloud, bake.builder_type).price_per_hour
+    except CatalogError:
+        price = None
+    return {
+        "stack": name,
+        "bake_stack": f"{spec.name}-image",
+        "cloud": spec.cloud,
+        "builder_type": bake.builder_type,
+        "price_per_hour": price,
+        # Under mocks the first apply has not happened: outputs.expires_at counts from epoch 0.
+        "expiry": f"{BAKE_HOURS * 60} min after the first apply, then fixed (stack state)",
+        "backstop": bake.backstop,
+        "resources": [
+            {
+                "type": r.type,
+                "name": r.name,
+                "summary": _summary(canonical(masked(r.inputs))),
+                "inputs": canonical(masked(r.inputs)),
+            }
+            for r in sorted(plan.resources, key=lambda r: (r.type, r.name))
+        ],
+        "outputs": canonical(plan.outputs),
+    }

@@ -55,6 +55,14 @@ def _env_seconds(name: str, default: float) -> float:
 
 LEASE_S = _env_seconds("GPUFLEET_LEASE_S", 300)
 RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
+# The lease each node of a cluster `run` creates arms from its own clock at first boot (its
+# user data), for the time before the first renewal: a `run` killed while `pulumi up` or the
+# SSH wait is still going leaves the nodes for this long instead of the hard expiry (24 h for
+# `run`). It has to outlast what comes after a node's boot and before that renewal: the rest of
+# the apply (the last nodes, an AWS head's EIP, Azure's role assignments: tens of minutes at
+# worst) and the SSH wait (Provider.ssh_wait_s, 10 min on a cloud). 45 min covers both with a
+# margin, and bounds a dead CLI's 2 x p5 at about $80 instead of a day's $2.6k.
+BOOT_LEASE_MINUTES = 45
 
 
 @dataclass
@@ -94,8 +102,10 @@ class _LeaseKeeper:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def renew(self) -> None:
+        # The node adds LEASE_S to its own clock (remote/lease.py); `until` is this process's
+        # view of it, for telling an expiry from a lost node.
         until = time.time() + LEASE_S
-        failed = {n: why for n, why in self.group.write_lease(until).items() if why}
+        failed = {n: why for n, why in self.group.write_lease(LEASE_S).items() if why}
         if failed and len(failed) == len(self.group.nodes):
             self.progress(f"lease not renewed: {'; '.join(f'{n}: {w}' for n, w in failed.items())}")
         self.until = until
@@ -284,6 +294,13 @@ def _budget(req: JobRequest, info: ClusterInfo | None) -> Estimate | None:
     return est
 
 
+def with_boot_lease(spec: ClusterSpec) -> ClusterSpec:
+    """The spec `run` creates: with a boot lease where gpufleet may write one on its nodes."""
+    if LEASE not in traits(spec.cloud).may_write:
+        return spec
+    return spec.with_(boot_lease_minutes=BOOT_LEASE_MINUTES)
+
+
 def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
     """The job on its cluster: created for it (and removed after, unless kept) or an existing
     one. 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
@@ -293,7 +310,9 @@ def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
             cluster = contextlib.nullcontext(state.load(req.cluster))
         else:
             assert req.spec is not None
-            cluster = lifecycle.for_run(req.spec, progress, keep=req.keep, **req.provision_options)
+            cluster = lifecycle.for_run(
+                with_boot_lease(req.spec), progress, keep=req.keep, **req.provision_options
+            )
         with cluster as info:
             return _job(info, req, progress, stream, created=req.cluster is None)
     finally:
@@ -372,8 +391,9 @@ def _job(
         try:
             if lease is not None:
                 lease.stop()
-                if req.keep and group is not None:
-                    group.write_lease(None)  # kept: only its hard expiry applies now
+            if created and req.keep and group is not None and LEASE in group.may_write:
+                # kept: only its hard expiry applies now (the boot lease too goes, renewed or not)
+                group.write_lease(None)
             if group is not None:
                 group.close()
         finally:

@@ -19,6 +19,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
@@ -78,6 +79,9 @@ class LocalProvisioner:
                 _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
                 _write(ndir / "ssh_host_ed25519_key.pub", host.public_openssh + "\n", 0o644)
                 (ndir / "work").mkdir(parents=True, exist_ok=True)
+                if spec.boot_lease_minutes:  # as a cloud node's bootcmd arms it (bootstrap.py)
+                    lease = time.time() + spec.boot_lease_minutes * 60
+                    _write(ndir / "lease", f"{lease:.0f}\n", 0o644)
                 (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
                 port = free_port(addr)
                 conf = ndir / "sshd_config"

@@ -213,7 +213,7 @@ class VmProvisioner:
         self.node_env = node_env or {}
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
-        from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+        from gpufleet.components.bootstrap import BootstrapContext, boot_lease_s, render_cloud_init
 
         tools = require_tools()
         image = ensure_image(progress)
@@ -249,6 +249,7 @@ class VmProvisioner:
                     fabric="none",
                     expires_at=expires_at,
                     extra=self.node_env.get(name, {}),
+                    boot_lease_s=boot_lease_s(spec),
                 )
                 _seed_iso(
                     tools["genisoimage"],

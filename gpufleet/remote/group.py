@@ -404,15 +404,16 @@ class Group:
             wait([pool.submit(self._kill, n, grace_s) for n in running], timeout=grace_s + 10)
             pool.shutdown(wait=False)
 
-    def write_lease(self, until: float | None, timeout: float = 20.0) -> dict[str, str | None]:
-        """Renew the node-side lease: every node removes itself at min(expiry, `until`).
+    def write_lease(self, seconds: float | None, timeout: float = 20.0) -> dict[str, str | None]:
+        """Renew the node-side lease: every node removes itself at min(expiry, `seconds` from
+        now by its own clock); None removes the lease.
 
         Runs on its own threads over the open connections (the group's workers may all be
         busy with the job); node -> None, or why it failed. HostsNotOurs, writing nothing, on
         machines whose provider does not allow a lease (the rule in provision.Provider).
         """
         self._allowed(LEASE)
-        return self._on_every_node(lease_command(until), timeout)
+        return self._on_every_node(lease_command(seconds), timeout)
 
     def write_expiry(self, expires_at: float, timeout: float = 20.0) -> dict[str, str | None]:
         """Move every node's hard expiry (`gpufleet extend`); node -> None, or why it failed.

@@ -15,17 +15,16 @@ if TYPE_CHECKING:
 LEASE_DIR_DEFAULT = "/var/lib/gpufleet"
 
 
-def state_file_command(name: str, epoch: float | None) -> str:
-    """Write epoch seconds to `name` in the node's gpufleet state directory, atomically; None
-    removes the file.
+def state_file_command(name: str, value: str | None) -> str:
+    """Write `value` (a shell word or arithmetic expansion that yields epoch seconds) to `name`
+    in the node's gpufleet state directory, atomically; None removes the file.
 
     $GPUFLEET_STATE_DIR names it on the sandbox; real nodes use /var/lib/gpufleet (root's),
     through sudo when the SSH user cannot write there.
     """
     d = f'd="${{GPUFLEET_STATE_DIR:-{LEASE_DIR_DEFAULT}}}"; '
-    if epoch is None:
+    if value is None:
         return d + f'rm -f "$d/{name}" 2>/dev/null || sudo -n rm -f "$d/{name}"'
-    value = str(int(epoch))
     # The same temp-file-and-rename either way: `sudo tee` truncates the file in place, and
     # gpufleet-expire reading it in between would take the empty file for "no override".
     write = """'cat > "$1.tmp" && mv -f "$1.tmp" "$1"' sh"""
@@ -33,21 +32,33 @@ def state_file_command(name: str, epoch: float | None) -> str:
     # lease of a new cluster must not fail for want of it (seen on `--cloud vm`).
     mkdir = '{ [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d"; } && '
     return (
-        d + mkdir + f'{{ echo {value} | sh -c {write} "$d/{name}" 2>/dev/null '
-        f'|| echo {value} | sudo -n sh -c {write} "$d/{name}"; }}'
+        d + mkdir + f'v="{value}" && {{ echo "$v" | sh -c {write} "$d/{name}" 2>/dev/null '
+        f'|| echo "$v" | sudo -n sh -c {write} "$d/{name}"; }}'
     )
 
 
-def lease_command(until: float | None) -> str:
-    """The lease: the node removes itself at min(hard expiry, lease); None: the hard expiry
-    alone applies again."""
-    return state_file_command(LEASE, until)
+def lease_command(seconds: float | None) -> str:
+    """The lease: the node removes itself `seconds` from now by ITS clock, at min(hard expiry,
+    lease); None: the hard expiry alone applies again.
+
+    The node adds the duration to its own `date +%s`: an absolute epoch from the CLI would
+    carry the CLI's clock error into the node's deadline (a CLI clock 300 s slow, or a node's
+    300 s fast, and a 300 s lease has lapsed when it is written).
+    """
+    if seconds is None:
+        return state_file_command(LEASE, None)
+    return state_file_command(LEASE, f"$(( $(date +%s) + {max(int(seconds), 0)} ))")
 
 
 def expiry_command(expires_at: float) -> str:
     """A new hard expiry (`gpufleet extend`), which the node's expiry prefers to the one it
-    booted with (images/ttl/gpufleet-expire; the sandbox watchdog)."""
-    return state_file_command(EXPIRY, expires_at)
+    booted with (images/ttl/gpufleet-expire; the sandbox watchdog).
+
+    Absolute, unlike the lease: it is the user's date ("remove it at 18:00"), the one the CLI
+    records, shows and counts cost by, and the one GCE's terminationTime holds; a few seconds
+    of node clock error move it by as much, where they would make a short lease lapse.
+    """
+    return state_file_command(EXPIRY, str(int(expires_at)))
 
 
 def on_every_node(

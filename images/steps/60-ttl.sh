@@ -2,11 +2,11 @@
 # The node's expiry is armed by cloud-init itself, before the recipe runs (the TTL section of
 # images/templates/cloud-init.yaml.j2), so a node whose recipe fails still goes away on time.
 # This step only checks that the timer is there and enabled, and enables it again if not.
+# An image builder has one too (components/bake.py); its seal removes it before the capture.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-[ "${GPUFLEET_BAKE:-0}" = 1 ] && skip "baking an image: an expiry timer would be baked into every node"
 [ -n "${GPUFLEET_EXPIRES_AT:-}${GPUFLEET_EXPIRY_TAG:-}" ] || skip "no TTL"
 units="$R/etc/systemd/system"
 when="$(date -u -d "@${GPUFLEET_EXPIRES_AT:-0}" '+%Y-%m-%d %H:%M:%S UTC')"

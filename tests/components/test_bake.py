@@ -40,6 +40,12 @@ CASES = {
 }
 
 
+def waits(p: Plan):
+    """The BuilderReady wait (the other dynamic resource is the builder's Expiry)."""
+    (wait,) = [r for r in p.of_type(WAIT) if "probe" in r.inputs]
+    return wait
+
+
 def bake_plan(stack: str) -> Plan:
     cfg = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(cfg, stack=stack)
@@ -69,12 +75,17 @@ def test_builder_runs_the_recipe_and_the_capture_waits_for_it(stack):
     builder = p.one(vm_type)
     text = user_data(builder)
     assert text.startswith("#cloud-config") and "/opt/gpufleet/steps/run-steps.sh" in text
-    assert "GPUFLEET_BAKE=1" in text and "GPUFLEET_EXPIRES_AT=''" in text  # no TTL baked in
+    # The builder's expiry: BAKE_HOURS after the first apply (epoch 0 under mocks), armed by
+    # the same timer as a node's; the seal takes it out again before the capture.
+    assert "GPUFLEET_BAKE=1" in text and "GPUFLEET_EXPIRES_AT=10800" in text
+    assert "/etc/systemd/system/gpufleet-ttl.timer" in text
     assert tags_of(builder)["gpufleet-cluster"] == stack
-    wait = p.one(WAIT)
+    assert tags_of(builder)["gpufleet-expires"] == "10800"
+    wait = waits(p)
     assert wait.parent == bake.name and builder.name in wait.depends_on
     assert wait.inputs["builder"] == f"{builder.name}-id" and wait.inputs["host"]
     assert wait.inputs["probe"] == probe_command() and "poweroff" in wait.inputs["seal"]
+    assert "rm -f /etc/systemd/system/gpufleet-ttl.service" in wait.inputs["seal"]
     # Nothing reads the builder's disk before the wait is over; the image is kept.
     first = p.one(after_wait)
     assert wait.name in first.depends_on
@@ -85,17 +96,68 @@ def test_builder_runs_the_recipe_and_the_capture_waits_for_it(stack):
     assert p.outputs["image_id"]
 
 
-def test_aws_ami_is_made_from_the_stopping_builder():
+# EC2 facts, from "Change instance initiated shutdown behavior" (docs.aws.amazon.com/AWSEC2/
+# latest/UserGuide/Using_ChangingInstanceInitiatedShutdownBehavior.html, read 2026-11-25):
+# "when you initiate a shutdown from an Amazon EBS backed instance (using a command such as
+# shutdown or poweroff), the instance stops. You can change this behavior so that the instance
+# terminates instead"; "only applies when you perform a shutdown from the operating system of
+# the instance itself. It doesn't apply when you stop an instance using the StopInstances API".
+# And CreateImage (API reference, NoReboot, read 2026-11-25): "By default, Amazon EC2 attempts
+# to shut down and reboot the instance before creating the image."
+EC2_SHUTDOWN_BEHAVIOUR = {"stop": "stopped, still billed for its EBS volume", "terminate": "gone"}
+EC2_CREATE_IMAGE_REBOOTS_BY_DEFAULT = True
+
+
+def test_aws_builder_terminates_on_its_own_shutdown_and_the_capture_stops_it():
+    """Issue 19, item 22: a bake's builder whose CLI died must go at its expiry, not stop."""
     p = bake_plan("aws-g5")
     builder = p.one("aws:ec2/instance:Instance")
-    assert builder.inputs["instanceInitiatedShutdownBehavior"] == "stop"
+    behaviour = builder.inputs["instanceInitiatedShutdownBehavior"]
+    assert EC2_SHUTDOWN_BEHAVIOUR[behaviour] == "gone"
     assert builder.inputs["metadataOptions"]["httpTokens"] == "required"
     assert builder.inputs["rootBlockDevice"]["encrypted"] is True
     assert builder.inputs["rootBlockDevice"]["volumeType"] == "gp3"
+    # So the seal must not power it off from inside (that would terminate it before the
+    # capture): it leaves it running, with a transient backstop, and CreateImage stops it.
+    wait = waits(p)
+    seal, _, backstop = wait.inputs["seal"].partition("systemd-run ")
+    assert "poweroff" not in seal and backstop.startswith("--unit=gpufleet-sealed-expire --on-")
+    assert wait.inputs["wait_down"] is False
     ami = p.one("aws:ec2/amiFromInstance:AmiFromInstance")
     assert ami.inputs["sourceInstanceId"] == f"{builder.name}-id"
-    assert not ami.inputs.get("snapshotWithoutReboot")  # EC2 stops it first if need be
+    rebooted = not ami.inputs.get("snapshotWithoutReboot")
+    assert rebooted == EC2_CREATE_IMAGE_REBOOTS_BY_DEFAULT  # EC2 stops it for the snapshots
     assert p.outputs["image_id"] == f"{ami.name}-id"
+
+
+# GCE facts, from "Limit the run time of a VM" (cloud.google.com/compute/docs/instances/
+# limit-vm-runtime, read 2026-11-25): a VM with terminationTime (RFC 3339) and
+# instanceTerminationAction DELETE is deleted by GCE at that time.
+GCE_TERMINATION = {"instanceTerminationAction": "DELETE", "time_format": "%Y-%m-%dT%H:%M:%SZ"}
+
+
+def test_gcp_builder_is_deleted_by_gce_at_its_expiry():
+    import datetime
+
+    p = bake_plan("gcp-g2")
+    sched = p.one("gcp:compute/instance:Instance").inputs["scheduling"]
+    assert sched["instanceTerminationAction"] == GCE_TERMINATION["instanceTerminationAction"]
+    when = datetime.datetime.strptime(sched["terminationTime"], GCE_TERMINATION["time_format"])
+    # BAKE_HOURS (3) after the first apply, which under mocks is epoch 0
+    assert when.replace(tzinfo=datetime.UTC).timestamp() == 3 * 3600
+
+
+def test_azure_builder_deletes_itself_through_an_identity_assigned_before_it_boots():
+    p = bake_plan("azure-nd-a100")
+    builder = p.one("azure-native:compute:VirtualMachine")
+    identity = p.one("azure-native:managedidentity:UserAssignedIdentity")
+    assert builder.inputs["identity"]["type"] == "UserAssigned"
+    role = p.one("azure-native:authorization:RoleAssignment")
+    assert role.name in builder.depends_on  # in place when the VM boots
+    assert role.inputs["scope"] == "azure-nd-a100-image-rg-id"  # the builder's own group only
+    text = user_data(builder)
+    assert "GPUFLEET_TTL_ACTION=arm-delete" in text and "AZURE_CLIENT_ID=" in text
+    assert identity.name
 
 
 def test_gcp_image_is_made_from_a_snapshot_of_the_builders_disk():
@@ -143,8 +205,8 @@ def test_azure_capture_is_a_generalized_gallery_version_of_the_builders_os_disk(
     assert gallery.inputs["resourceGroupName"] == version.inputs["resourceGroupName"] == kept.name
     assert "-" not in gallery.inputs["galleryName"]
     # The builder's agent state goes before the capture.
-    assert "waagent -force -deprovision" in p.one(WAIT).inputs["seal"]
-    assert "waagent" not in bake_plan("aws-g5").one(WAIT).inputs["seal"]
+    assert "waagent -force -deprovision" in waits(p).inputs["seal"]
+    assert "waagent" not in waits(bake_plan("aws-g5")).inputs["seal"]
 
 
 def test_gallery_names_keep_to_what_azure_accepts():
@@ -184,7 +246,8 @@ def test_probe_reads_the_runner_marker_and_step_log():
     assert "' failed '" in cmd  # run-steps.sh writes "<step> failed <seconds>"
 
 
-def test_bake_exports_only_the_image_id():
+def test_bake_exports_the_image_id_and_the_builders_expiry():
     p = bake_plan("aws-g5")
-    assert list(p.outputs) == ["image_id"]
+    assert sorted(p.outputs) == ["expires_at", "image_id"]
+    assert p.outputs["expires_at"] == 3 * 3600  # what `sweep` compares
     assert json.dumps(p.outputs)  # plain values a CLI prints

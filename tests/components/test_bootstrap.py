@@ -155,3 +155,63 @@ def test_host_key_lands_as_a_block(tmp_path):
 def test_template_is_strict_about_missing_values():
     with pytest.raises(jinja2.UndefinedError):
         bootstrap._template().render(cluster="c")
+
+
+def _boot_lease_script(text: str) -> str | None:
+    """The shell the node's bootcmd runs for its boot lease, if its cloud-init has one."""
+    import yaml
+
+    for cmd in yaml.safe_load(text).get("bootcmd", []):
+        if cmd[:3] == ["cloud-init-per", "instance", "gpufleet-boot-lease"]:
+            assert cmd[3:5] == ["sh", "-c"]
+            return cmd[5]
+    return None
+
+
+def test_a_run_cluster_arms_a_lease_from_the_nodes_clock_at_first_boot(tmp_path):
+    """Issue 19, item 3: a `run` cluster's nodes arm a lease at first boot, from their own
+    clock, before SSH answers; a CLI killed while provisioning leaves them for that long, not
+    for the hard expiry. Run here with a `date` 1000 s ahead of this machine's: the lease
+    counts from the node's clock, not from when the user data was rendered."""
+    import time
+
+    from gpufleet.jobs.run import BOOT_LEASE_MINUTES, with_boot_lease
+
+    spec = with_boot_lease(stackconfig.spec_from_stack("aws-p5"))
+    assert spec.boot_lease_minutes == BOOT_LEASE_MINUTES
+    text = render_cloud_init(bootstrap.placeholder_context(spec, 1, EXPIRES))
+    script = _boot_lease_script(text)
+    assert script is not None
+    state = tmp_path / "var/lib/gpufleet"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/date").write_text(
+        '#!/bin/sh\nif [ "$1" = +%s ]; then echo $(( $(/bin/date +%s) + 1000 )); fi\n'
+    )
+    (tmp_path / "bin/date").chmod(0o755)
+    env = {"PATH": f"{tmp_path}/bin:/usr/bin:/bin"}
+    before = int(time.time())
+    node_script = script.replace("/var/lib/gpufleet", str(state))
+    subprocess.run(["sh", "-c", node_script], env=env, check=True)
+    lease = int((state / "lease").read_text())
+    lease_s = BOOT_LEASE_MINUTES * 60
+    assert before + 1000 + lease_s <= lease <= time.time() + 1000 + lease_s + 1
+    assert sorted(p.name for p in state.iterdir()) == ["lease"]  # written by rename
+
+
+@pytest.mark.parametrize("stack", ["aws-p5", "gcp-a3", "azure-nd-h100"])
+def test_up_clusters_and_stacks_arm_no_boot_lease(stack):
+    """`up` and plain `pulumi up` of a stack: the hard expiry alone, no lease until a CLI
+    writes one."""
+    spec = stackconfig.spec_from_stack(stack)
+    assert spec.boot_lease_minutes is None
+    assert _boot_lease_script(rendered(stack)) is None
+    assert "bootcmd" not in rendered(stack)
+
+
+@pytest.mark.skipif(not shutil.which("cloud-init"), reason="cloud-init is not installed")
+def test_cloud_init_schema_accepts_a_run_clusters_boot_lease(tmp_path):
+    spec = stackconfig.spec_from_stack("gcp-a3").with_(boot_lease_minutes=45)
+    path = tmp_path / "user-data.yaml"
+    path.write_text(render_cloud_init(bootstrap.placeholder_context(spec, 0, EXPIRES)))
+    r = schema_check(path)
+    assert r.returncode == 0 and "Valid cloud-config" in r.stdout, r.stdout + r.stderr

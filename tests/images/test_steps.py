@@ -619,18 +619,27 @@ def test_ttl_step_only_checks_the_timer_cloud_init_armed(p4d):
     assert r.returncode == 1 and "would never expire" in r.stderr
 
 
-def test_bake_builds_no_expiry_timer_into_the_image(tmp_path):
+def test_a_builder_has_a_nodes_expiry_timer_and_the_seal_removes_it(tmp_path):
+    """Issue 19, item 22: the builder of a bake expires as a node does (a CLI killed mid-bake
+    leaves nothing for long); what the seal removes, no node made from the image inherits."""
+    from gpufleet.components.bake import seal_command
+
     node = make_node(tmp_path, "aws", "p4d.24xlarge")
     node.set_env(GPUFLEET_BAKE="1")
     r = node.run("60-ttl.sh")
-    assert r.returncode == 0 and "skipped: baking an image" in r.stdout
+    assert r.returncode == 0 and "expiry timer enabled" in r.stdout
     builder = BootstrapContext(
         "t", "aws", "p4d.24xlarge", 0, 1, "u", "ssh-ed25519 AAAA u", "KEY", "ssh-ed25519 BBBB h",
-        "efa", None, {"GPUFLEET_BAKE": "1"},
+        "efa", 1_900_000_000, {"GPUFLEET_BAKE": "1"},
     )  # fmt: skip
     doc = yaml.safe_load(render_cloud_init(builder))
-    assert not [f for f in doc["write_files"] if "gpufleet-ttl" in f["path"]]
-    assert not [c for c in doc["runcmd"] if "gpufleet-ttl.timer" in c]
+    timer_files = [f["path"] for f in doc["write_files"] if "gpufleet-ttl" in f["path"]]
+    timer_files.append("/usr/local/sbin/gpufleet-expire")
+    assert ["systemctl", "enable", "--now", "--no-block", "gpufleet-ttl.timer"] in doc["runcmd"]
+    seal = seal_command()
+    for path in (*timer_files, "/var/lib/gpufleet/lease", "/var/lib/gpufleet/expires_at"):
+        assert path in seal
+    assert "systemctl disable gpufleet-ttl.timer" in seal
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")

@@ -16,7 +16,7 @@ SCHEMAS = ROOT / "gpufleet" / "schemas"
 COVERED = {
     "up": "cluster", "status": "cluster", "list": "cluster-list", "exec": "exec",
     "health": "health", "run": "run", "catalog": "catalog", "plan": "plan",
-    "runs": "run-list", "sync": "sync",
+    "runs": "run-list", "sync": "sync", "image bake": "bake-plan",
 }  # fmt: skip
 
 
@@ -74,6 +74,11 @@ def test_offline_documents():
     doc = check("dry-run", dry.stdout)
     assert doc["availability"]["status"] == "not-checked"
     assert plan["availability"]["status"] == "offline"
+    bake = gpufleet(
+        Path("/nonexistent"), "image", "bake", "--stack", "aws-p4d", "--plan", "--json",
+        timeout=180,
+    )  # fmt: skip
+    assert check("bake-plan", bake.stdout)["outputs"]["expires_at"] == 3 * 3600
     hours = doc["ttl_minutes"] / 60  # run's default --max-duration (24h since the lease)
     assert doc["usd_at_ttl"] == pytest.approx(doc["usd_per_hour"] * hours, abs=0.01)
 

@@ -169,3 +169,31 @@ def test_an_earlier_watchdog_leaves_a_newer_cluster_of_its_name_alone(gpufleet_h
         os.kill(own, signal.SIGCONT)
         LocalProvisioner().down(info, lambda m: None)
         state.forget("r")
+
+
+def test_a_run_clusters_nodes_start_with_a_boot_lease_that_the_cli_replaces(gpufleet_home):
+    """Issue 19, item 3, as on a cloud node (its bootcmd): the nodes of a cluster `run` makes
+    carry a lease from the start, well before the hard expiry, so a CLI killed while the
+    cluster is being made leaves it for BOOT_LEASE_MINUTES; the CLI's first write (a duration
+    the node adds to its own clock) replaces it."""
+    from gpufleet.jobs.run import BOOT_LEASE_MINUTES, with_boot_lease
+    from gpufleet.remote import Group
+
+    spec = with_boot_lease(ClusterSpec.from_input({"name": "b", "nodes": 2}))
+    t0 = time.time()
+    info = LocalProvisioner().up(spec, lambda m: None)
+    try:
+        ndir = state.cluster_dir("b") / "nodes"
+        lease_s = BOOT_LEASE_MINUTES * 60
+        for node in ("node-0", "node-1"):
+            lease = float((ndir / node / "lease").read_text())
+            assert t0 + lease_s - 1 <= lease <= time.time() + lease_s + 1  # whole seconds
+            assert lease < float((state.cluster_dir("b") / "expires_at").read_text())
+        with Group(state.load("b")) as g:
+            assert g.write_lease(1) == {"node-0": None, "node-1": None}
+        assert _wait(lambda: not state.exists("b"), 30)
+        assert not sshd_of(gpufleet_home, "b") and not leftovers("b")
+    finally:
+        if state.exists("b"):
+            LocalProvisioner().down(info, lambda m: None)
+            state.forget("b")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.integration.conftest import ROOT
@@ -72,13 +73,55 @@ def test_render_rejects_a_node_outside_the_stack():
 def test_bake_plan_lists_builder_wait_and_image_offline():
     r = cli("bake", "--stack", "aws-g5", "--plan")
     assert r.returncode == 0, r.stderr
+    for needle in ("aws:ec2/instance:Instance", "AmiFromInstance", "builder expiry: 180 min"):
+        assert needle in r.stdout
+
+
+# Where each cloud's API takes a VM's own end, from its docs (read 2026-11-25):
+# EC2 RunInstances InstanceInitiatedShutdownBehavior "stop | terminate" (docs.aws.amazon.com/
+# AWSEC2/latest/APIReference/API_RunInstances.html); GCE scheduling.terminationTime with
+# instanceTerminationAction "DELETE" (cloud.google.com/compute/docs/instances/limit-vm-runtime);
+# Azure: no such field, the VM deletes itself (images/ttl/gpufleet-expire, arm-delete) with the
+# identity of learn.microsoft.com/entra/identity/managed-identities-azure-resources/
+# how-to-use-vm-token ("Get a token using HTTP").
+BUILDER_END = {
+    "aws-p5": ("aws:ec2/instance:Instance", ["instanceInitiatedShutdownBehavior"], "terminate"),
+    "gcp-a3": (
+        "gcp:compute/instance:Instance",
+        ["scheduling", "instanceTerminationAction"],
+        "DELETE",
+    ),
+    "azure-nd-h100": ("azure-native:compute:VirtualMachine", ["identity", "type"], "UserAssigned"),
+}
+
+
+@pytest.mark.parametrize("stack", sorted(BUILDER_END))
+def test_bake_plan_json_shows_the_builder_and_its_expiry(stack):
+    """Issue 19, item 22: `image bake --plan --json` shows the builder's resources with their
+    inputs, as `plan --json` does, with the builder's expiry visible (bake-plan.schema.json)."""
     import json
 
-    types = [x["type"] for x in json.loads(r.stdout)["resources"]]
-    assert types.index("aws:ec2/instance:Instance") < types.index(
-        "aws:ec2/amiFromInstance:AmiFromInstance"
-    )
-    assert "pulumi-python:dynamic:Resource" in types
+    from tests.gpufleet.cli.test_documents import validator
+
+    r = cli("bake", "--stack", stack, "--plan", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert not list(validator("bake-plan").iter_errors(doc))
+    assert (doc["kind"], doc["bake_stack"]) == ("bake-plan", f"{stack}-image")
+    assert doc["expiry"].startswith("180 min after the first apply") and doc["backstop"]
+    assert doc["outputs"]["expires_at"] == 3 * 3600  # epoch 0 (no apply yet) + 3 h
+    typ, path, want = BUILDER_END[stack]
+    (builder,) = [x for x in doc["resources"] if x["type"] == typ]
+    value = builder["inputs"]
+    for key in path:
+        value = value[key]
+    assert value == want
+    tags = builder["inputs"].get("labels") or builder["inputs"]["tags"]
+    assert tags["gpufleet-expires"] == "10800"
+    expiry = [x for x in doc["resources"] if x["name"] == f"{stack}-image-expiry"]
+    assert expiry[0]["inputs"]["ttl_minutes"] == 180
+    (ready,) = [x for x in doc["resources"] if x["name"] == f"{stack}-image-ready"]
+    assert ready["inputs"]["private_key"] == "[secret]"  # the login key the wait uses
 
 
 def test_bake_without_pulumi_cli_is_exit_2(tmp_path):

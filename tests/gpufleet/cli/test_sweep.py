@@ -109,7 +109,7 @@ def scene(fake: FakeBackend) -> None:
             "kept-expired": outputs("kept-expired", now - 60),
             "no-record": outputs("no-record", now + HOUR),
             "half-made": {},  # `up` killed before its outputs: no record left either
-            "t-image": {},  # an image bake's builder, removed by its own bake
+            "t-image": {},  # an image bake whose `image bake` died mid-bake: its builder goes
         }
     )
 
@@ -125,8 +125,9 @@ def test_sweep_destroys_stacks_no_live_cli_owns_and_expired_ones(backend, capsys
     scene(backend)
     assert main(["sweep", "--yes"]) == 0
     err = capsys.readouterr().err
-    assert destroyed(backend) == {"run-dead", "kept-expired", "no-record", "half-made"}
-    assert set(backend.outputs) == {"kept-up", "run-live", "t-image"}
+    assert destroyed(backend) == {"run-dead", "kept-expired", "no-record", "half-made", "t-image"}
+    assert set(backend.outputs) == {"kept-up", "run-live"}
+    assert "stack t-image (cluster t-image): an image bake no live" in err
     assert "stack no-record (cluster no-record): no record of its cluster here" in err
     assert "stack kept-expired (cluster kept-expired): expired" in err
     assert "run-dead: its `run` is dead" in err
@@ -140,9 +141,9 @@ def test_dry_run_lists_the_leftovers_and_destroys_nothing(backend, capsys):
     assert main(["sweep", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert backend.calls == []
-    for name in ("no-record", "kept-expired", "half-made", "run-dead"):
+    for name in ("no-record", "kept-expired", "half-made", "run-dead", "t-image"):
         assert name in err
-    assert "kept-up" not in err and "run-live" not in err and "t-image" not in err
+    assert "kept-up" not in err and "run-live" not in err
     assert {"run-dead", "kept-up", "run-live", "kept-expired"} <= set(state.names())
 
 
