@@ -23,6 +23,8 @@ class PlannedResource:
     parent: str | None = None  # the parent's name
     depends_on: list[str] = field(default_factory=list)  # names: explicit and through inputs
     retain_on_delete: bool = False
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
 
 
 @dataclass
@@ -122,6 +124,8 @@ class RecordingMonitor(MockMonitor):
                 r.parent = _urn_name(request.parent) if request.parent else None
                 r.depends_on = sorted({_urn_name(u) for u in request.dependencies})
                 r.retain_on_delete = bool(request.retainOnDelete)
+                r.replace_on_changes = list(request.replaceOnChanges)
+                r.delete_before_replace = bool(request.deleteBeforeReplace)
                 break
         return response
 
