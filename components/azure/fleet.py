@@ -74,14 +74,20 @@ class GpuFleet(GpufleetComponent):
         client = az.authorization.get_client_config_output()
         role = node_role(name, rg, child)
 
-        def allow(label: str, identity: Any, scope: Any, after: list[Any] | None = None) -> Any:
+        def allow(
+            label: str,
+            identity: Any,
+            scope: Any,
+            after: list[Any] | None = None,
+            again: list[Any] | None = None,
+        ) -> Any:
             return az.authorization.RoleAssignment(
                 label,
                 principal_id=identity.principal_id,
                 principal_type="ServicePrincipal",
                 role_definition_id=role.id,
                 scope=scope,
-                opts=self.child(depends_on=after or []),
+                opts=self.child(depends_on=after or [], replace_with=again),
             )
 
         nodes = []
@@ -140,7 +146,9 @@ class GpuFleet(GpufleetComponent):
             )
             # Scoped to the VM and its disk, so made once they exist (a role assignment's scope
             # must exist): the node's self-delete waits out their propagation (gpufleet-expire).
-            allow(f"{vm_name}-vm-role", identity, vm.id)
+            # Made again with a replaced VM (its assignments and schedule go with the old one).
+            again = [vm]
+            allow(f"{vm_name}-vm-role", identity, vm.id, again=again)
             disk_id = pulumi.Output.concat(
                 "/subscriptions/",
                 client.subscription_id,
@@ -148,8 +156,15 @@ class GpuFleet(GpufleetComponent):
                 rg.name,
                 f"/providers/Microsoft.Compute/disks/{os_disk_name(vm_name)}",
             )
-            allow(f"{vm_name}-disk-role", identity, disk_id, after=[vm])
-            auto_shutdown(vm_name, vm, self.expires_at, spec.ttl_minutes, common, child)
+            allow(f"{vm_name}-disk-role", identity, disk_id, after=[vm], again=again)
+            auto_shutdown(
+                vm_name,
+                vm,
+                self.expires_at,
+                spec.ttl_minutes,
+                common,
+                self.child(replace_with=again),
+            )
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),

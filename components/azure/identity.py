@@ -7,16 +7,15 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
-# What ARM's DELETE of a VM whose NIC and OS disk have deleteOption=Delete, and its deallocate
-# fallback, need (images/ttl/gpufleet-expire): nothing else. Virtual Machine Contributor would
-# also grant virtualMachines/* (runCommand, extensions, resize) and networkInterfaces/*, to
-# any process on the node that asks IMDS for the token.
+# What ARM's DELETE of a VM whose OS disk has deleteOption=Delete (its NIC: Detach, kept for
+# `gpufleet down`), and its deallocate fallback, need (images/ttl/gpufleet-expire). Virtual
+# Machine Contributor would also grant virtualMachines/* (runCommand, extensions, resize) and
+# networkInterfaces/*, to any process on the node that asks IMDS for the token.
 NODE_ACTIONS = (
     "Microsoft.Compute/virtualMachines/read",
     "Microsoft.Compute/virtualMachines/delete",
     "Microsoft.Compute/virtualMachines/deallocate/action",
     "Microsoft.Network/networkInterfaces/read",
-    "Microsoft.Network/networkInterfaces/delete",
     "Microsoft.Compute/disks/read",
     "Microsoft.Compute/disks/delete",
 )

@@ -204,8 +204,10 @@ def vm_profiles(
         "security_profile": None if spec.image else security_profile(size),
         "network_profile": az.compute.NetworkProfileArgs(
             network_interfaces=[
+                # Detach, not Delete: a VM replaced (customData, image) must find its NIC
+                # again, and a NIC bills nothing once its VM is gone.
                 az.compute.NetworkInterfaceReferenceArgs(
-                    id=nic.id, primary=True, delete_option="Delete"
+                    id=nic.id, primary=True, delete_option="Detach"
                 )
             ]
         ),

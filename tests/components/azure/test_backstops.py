@@ -48,7 +48,6 @@ SELF_DELETE_NEEDS = {
     "Microsoft.Compute/virtualMachines/delete",
     "Microsoft.Compute/virtualMachines/deallocate/action",
     "Microsoft.Network/networkInterfaces/read",
-    "Microsoft.Network/networkInterfaces/delete",
     "Microsoft.Compute/disks/read",
     "Microsoft.Compute/disks/delete",
 }

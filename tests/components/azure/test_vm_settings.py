@@ -30,6 +30,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 # machines sizes", GPU row): the ND family is supported, NDasrA100_v4 and NDm_A100_v4 are
 # "currently not supported".
 TRUSTED_LAUNCH = {"azure-nd-h100": True, "azure-nd-a100": False}
+# "Delete a VM and attached resources" (learn.microsoft.com/azure/virtual-machines/delete):
+# with deleteOption "Delete" on the NIC reference, deleting the VM deletes its NIC; "Detach"
+# keeps it.
+NIC_DELETE_OPTION_KEEPS = {"Delete": False, "Detach": True}
 
 
 @pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
@@ -40,6 +44,9 @@ def test_an_immutable_change_replaces_the_vm_deleting_it_first(stack):
     for vm in plan(stack).of_type(VM):
         assert set(vm.replace_on_changes) >= IMMUTABLE
         assert vm.delete_before_replace is True
+        # The new VM attaches the same NIC resource: deleting the old VM must not take it.
+        (ref,) = vm.inputs["networkProfile"]["networkInterfaces"]
+        assert NIC_DELETE_OPTION_KEEPS[ref["deleteOption"]]
 
 
 def test_custom_data_is_gzipped_and_far_under_the_limit():
