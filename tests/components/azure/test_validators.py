@@ -64,7 +64,10 @@ def account(family_limit: int, regional: int = 1000, image: str = "found", spot:
         if "/artifacttypes/vmimage/" in path:
             if image == "missing":
                 raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
-            return {"name": path.rsplit("/", 1)[1], "properties": {"hyperVGeneration": "V2"}}
+            props: dict = {"hyperVGeneration": "V2"}
+            if image != "found":  # an image version that declares its security type
+                props["features"] = [{"name": "SecurityType", "value": image}]
+            return {"name": path.rsplit("/", 1)[1], "properties": props}
         raise AssertionError(url)
 
     return FakeAccount(arm=arm), asked
@@ -156,3 +159,16 @@ def test_an_image_version_that_exists_passes():
 def test_offline_both_are_skipped_with_the_reason():
     built, _ = run("azure-nd-a100", None)  # type: ignore[arg-type]
     assert [c.status for c in built[0].checks] == ["skipped", "skipped"]
+
+
+def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins_it():
+    """An image version lists its SecurityType among its features (Virtual Machine Images -
+    Get: properties.features, e.g. TrustedLaunchSupported); ND H100 v5 nodes pin Trusted
+    Launch, which an image declaring only confidential VMs cannot boot."""
+    acct, _ = account(family_limit=192, image="ConfidentialVmSupported")
+    err = refusal("azure-nd-h100", acct)
+    assert "SecurityType ConfidentialVmSupported" in err.problem
+    acct, _ = account(family_limit=192, image="TrustedLaunchSupported")
+    built, _ = run("azure-nd-h100", acct)
+    image = {c.fact: c for c in built[0].checks}["the pinned image version exists"]
+    assert image.detail.endswith("(TrustedLaunchSupported)")
