@@ -177,8 +177,8 @@ def test_each_node_may_delete_only_itself(nd):
     """A user-assigned identity is usable by any process on a VM it is attached to (IMDS hands
     out its tokens, containers included), and a role assignment on the resource group covers
     every VM in it (Azure RBAC scope inheritance). Each node gets its own identity, allowed on
-    its own VM, NIC and OS disk only (what ARM's delete of the VM with deleteOption=Delete
-    touches), never on the group or a neighbour."""
+    its own VM, NIC and OS disk only (what ARM's delete of the VM touches: the disk is deleted
+    with it, the NIC detached), never on the group or a neighbour."""
     roles = nd.of_type("azure-native:authorization:RoleAssignment")
     ids = nd.of_type("azure-native:managedidentity:UserAssignedIdentity")
     assert len(ids) == 2 and len(roles) == 6
