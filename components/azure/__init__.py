@@ -7,9 +7,10 @@ individual VMs in one availability set: each VM keeps its own NIC resource, whos
 stack outputs for ClusterInfo. The set holds at most 200 VMs and takes no Spot VM.
 
 Azure has no native VM TTL (facts §3.7) and a VM powered off from inside is still billed
-(facts §0.12). Every node gets its own user-assigned identity, allowed (Virtual Machine
-Contributor) on its own VM, NIC and OS disk only; the node's TTL timer deletes its VM through
-ARM at expiry. The resource group, network and public IPs remain until `gpufleet down`.
+(facts §0.12). Every node gets its own user-assigned identity, allowed (a custom role: read,
+delete, deallocate) on its own VM, NIC and OS disk only; the node's TTL timer deletes its VM
+through ARM at expiry, and a daily auto-shutdown schedule deallocates a node that never did.
+The resource group, network and public IPs remain until `gpufleet down`.
 """
 
 from typing import Any

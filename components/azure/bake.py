@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
-from gpufleet.components.azure.fleet import VM_CONTRIBUTOR_ROLE
+from gpufleet.components.azure.identity import node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.bake import ImageBakeComponent
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
@@ -54,16 +54,12 @@ class ImageBake(ImageBakeComponent):
         # before the VM exists, so it is in place (and propagating) when the VM boots.
         client = az.authorization.get_client_config_output()
         identity = az.managedidentity.UserAssignedIdentity(f"{name}-id", opts=child, **common)
+        # The nodes' narrow self-delete role (components/azure/identity.py), not VM Contributor.
         role = az.authorization.RoleAssignment(
             f"{name}-role",
             principal_id=identity.principal_id,
             principal_type="ServicePrincipal",
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: (
-                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
-                    f"roleDefinitions/{VM_CONTRIBUTOR_ROLE}"
-                )
-            ),
+            role_definition_id=node_role(name, net.rg, child).id,
             scope=net.rg.id,
             opts=child,
         )

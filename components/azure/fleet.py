@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
+from gpufleet.components.azure.backstop import auto_shutdown
+from gpufleet.components.azure.identity import node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
@@ -18,10 +20,10 @@ from gpufleet.components.validators import run_validators
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
 
-# Built-in role "Virtual Machine Contributor" (VMs, their disks and NICs): given to each node's
-# own identity on its own VM, NIC and OS disk only, so that it can delete itself at expiry and
-# touch nothing else.
-VM_CONTRIBUTOR_ROLE = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
+# Immutable on an existing VM: ARM refuses a change with 409 (PropertyChangeNotAllowed), so a
+# plain `pulumi up` after a TTL, recipe or image change replaces the VM instead, deleting the
+# old one first (a second ND VM at once would need twice the quota, in one availability set).
+REPLACE_ON = ["osProfile.customData", "storageProfile.imageReference"]
 
 
 def os_disk_name(vm_name: str) -> str:
@@ -70,21 +72,22 @@ class GpuFleet(GpufleetComponent):
                 **common,
             )
         client = az.authorization.get_client_config_output()
-        role = client.subscription_id.apply(
-            lambda sub: (
-                f"/subscriptions/{sub}/providers/Microsoft.Authorization/"
-                f"roleDefinitions/{VM_CONTRIBUTOR_ROLE}"
-            )
-        )
+        role = node_role(name, rg, child)
 
-        def allow(label: str, identity: Any, scope: Any, **kw: Any) -> Any:
+        def allow(
+            label: str,
+            identity: Any,
+            scope: Any,
+            after: list[Any] | None = None,
+            again: list[Any] | None = None,
+        ) -> Any:
             return az.authorization.RoleAssignment(
                 label,
                 principal_id=identity.principal_id,
                 principal_type="ServicePrincipal",
-                role_definition_id=role,
+                role_definition_id=role.id,
                 scope=scope,
-                opts=self.child(**kw),
+                opts=self.child(depends_on=after or [], replace_with=again),
             )
 
         nodes = []
@@ -134,10 +137,18 @@ class GpuFleet(GpufleetComponent):
                     if spec.spot
                     else {}
                 ),
-                opts=self.child(depends_on=[nic_role]),
+                opts=self.child(
+                    depends_on=[nic_role],
+                    replace_on_changes=REPLACE_ON,
+                    delete_before_replace=True,
+                ),
                 **common,
             )
-            allow(f"{vm_name}-vm-role", identity, vm.id)
+            # Scoped to the VM and its disk, so made once they exist (a role assignment's scope
+            # must exist): the node's self-delete waits out their propagation (gpufleet-expire).
+            # Made again with a replaced VM (its assignments and schedule go with the old one).
+            again = [vm]
+            allow(f"{vm_name}-vm-role", identity, vm.id, again=again)
             disk_id = pulumi.Output.concat(
                 "/subscriptions/",
                 client.subscription_id,
@@ -145,7 +156,15 @@ class GpuFleet(GpufleetComponent):
                 rg.name,
                 f"/providers/Microsoft.Compute/disks/{os_disk_name(vm_name)}",
             )
-            allow(f"{vm_name}-disk-role", identity, disk_id, depends_on=[vm])
+            allow(f"{vm_name}-disk-role", identity, disk_id, after=[vm], again=again)
+            auto_shutdown(
+                vm_name,
+                vm,
+                self.expires_at,
+                spec.ttl_minutes,
+                common,
+                self.child(replace_with=again),
+            )
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),

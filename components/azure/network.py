@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_azure_native as az
+
+from gpufleet.components.azure.customdata import encode_custom_data
+from gpufleet.components.azure.security import security_profile
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -53,14 +55,6 @@ def build_network(
     nat = None
     if not spec.public_workers and spec.nodes > 1:
         nat = worker_nat(name, common, opts)
-    subnet = az.network.Subnet(
-        f"{name}-subnet",
-        resource_group_name=rg.name,
-        virtual_network_name=vnet.name,
-        address_prefix=SUBNET_CIDR,
-        nat_gateway=az.network.SubResourceArgs(id=nat.id) if nat else None,
-        opts=opts,
-    )
     ssh_asg = az.network.ApplicationSecurityGroup(f"{name}-ssh-asg", opts=opts, **common)
     nsg = az.network.NetworkSecurityGroup(
         f"{name}-nsg",
@@ -83,6 +77,17 @@ def build_network(
         ],
         opts=opts,
         **common,
+    )
+    # The NSG on the subnet as well as on each NIC: a NIC made later in the subnet without it
+    # (by hand, or another tool) is still behind the rules.
+    subnet = az.network.Subnet(
+        f"{name}-subnet",
+        resource_group_name=rg.name,
+        virtual_network_name=vnet.name,
+        address_prefix=SUBNET_CIDR,
+        nat_gateway=az.network.SubResourceArgs(id=nat.id) if nat else None,
+        network_security_group=az.network.NetworkSecurityGroupArgs(id=nsg.id),
+        opts=opts,
     )
     return Network(rg=rg, common=common, subnet=subnet, nsg=nsg, ssh_asg=ssh_asg)
 
@@ -155,7 +160,8 @@ def vm_profiles(
     nic: Any,
     os_disk_name: str | None = None,
 ) -> dict[str, Any]:
-    """The VirtualMachine arguments every gpufleet VM shares: size, image, disk, login, NIC."""
+    """The VirtualMachine arguments every gpufleet VM shares: size, image, disk, login, NIC,
+    boot diagnostics and security type."""
     return {
         "vm_name": vm_name,
         "hardware_profile": az.compute.HardwareProfileArgs(vm_size=size),
@@ -176,7 +182,7 @@ def vm_profiles(
         "os_profile": az.compute.OSProfileArgs(
             computer_name=vm_name,
             admin_username=admin,
-            custom_data=user_data.apply(lambda t: base64.b64encode(t.encode()).decode()),
+            custom_data=user_data.apply(encode_custom_data),
             linux_configuration=az.compute.LinuxConfigurationArgs(
                 disable_password_authentication=True,
                 ssh=az.compute.SshConfigurationArgs(
@@ -189,10 +195,19 @@ def vm_profiles(
                 ),
             ),
         ),
+        # The serial log (cloud-init's output, the recipe's failures) in managed storage: no
+        # storageUri means a platform-managed account.
+        "diagnostics_profile": az.compute.DiagnosticsProfileArgs(
+            boot_diagnostics=az.compute.BootDiagnosticsArgs(enabled=True)
+        ),
+        # A custom image need not declare Trusted Launch support: ARM's default there.
+        "security_profile": None if spec.image else security_profile(size),
         "network_profile": az.compute.NetworkProfileArgs(
             network_interfaces=[
+                # Detach, not Delete: a VM replaced (customData, image) must find its NIC
+                # again, and a NIC bills nothing once its VM is gone.
                 az.compute.NetworkInterfaceReferenceArgs(
-                    id=nic.id, primary=True, delete_option="Delete"
+                    id=nic.id, primary=True, delete_option="Detach"
                 )
             ]
         ),

@@ -79,6 +79,23 @@ def spec_rules(spec: ClusterSpec) -> None:
     assert spec.effective_ssh_user is not None  # azure has a default user
     check_admin(spec.effective_ssh_user)
     check_spot(spec)
+    check_zones(spec)
+
+
+def check_zones(spec: ClusterSpec) -> None:
+    """A zone: refused. Every gpufleet Azure cluster is regional (one availability set, or on
+    Spot no set at all), and availability sets take no availability zones (azure-docs
+    virtual-machine-scale-sets-orchestration-modes.md, "Availability Zones | ... | Not
+    supported" for AvSets): a zone would be ignored, and a zone "fallback" would re-create the
+    whole regional deployment once per zone."""
+    if spec.zone or spec.zones:
+        field = "zones" if spec.zones else "zone"
+        raise SpecError(
+            field,
+            f"Azure clusters are regional: their nodes share one availability set, and an "
+            f"availability set supports no availability zones ({field} would be ignored)",
+            f"drop {field}; pick the region instead (region: {spec.effective_region})",
+        )
 
 
 def check_spot(spec: ClusterSpec) -> None:

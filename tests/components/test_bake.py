@@ -58,7 +58,7 @@ def user_data(builder) -> str:
         return gzip.decompress(base64.b64decode(i["userDataBase64"])).decode()
     if "metadata" in i:
         return i["metadata"]["user-data"]
-    return base64.b64decode(i["osProfile"]["customData"]).decode()
+    return gzip.decompress(base64.b64decode(i["osProfile"]["customData"])).decode()
 
 
 def tags_of(r) -> dict:

@@ -675,37 +675,6 @@ def test_node_goes_at_the_earlier_of_hard_expiry_and_lease(p4d, hard, lease, rem
     assert p4d.recorded() == ("systemctl poweroff\n" if removed else "")
 
 
-def test_azure_expiry_deletes_the_vm_then_powers_off_even_if_the_delete_fails(tmp_path):
-    """An Azure VM shut down from inside is "Stopped", and "virtual machines in the stopped
-    state still incur compute charges"; only Deallocated or deleted stops them (Azure VM
-    power states table, learn.microsoft.com/azure/virtual-machines/states-billing). So the
-    node deletes itself: IMDS hands a VM a token for its managed identity, a user-assigned one
-    picked by client_id, from GET http://169.254.169.254/metadata/identity/oauth2/token?
-    api-version=2018-02-01&resource=https://management.azure.com/ with header Metadata: true
-    (learn.microsoft.com/entra/identity/managed-identities-azure-resources/how-to-use-vm-token,
-    "Get a token using HTTP"), and that token authorizes ARM's Virtual Machines - Delete.
-    If the DELETE fails the node still powers off, and shows as Stopped for `gpufleet down`."""
-    node = prebake(make_node(tmp_path, "azure", "Standard_ND96asr_v4"))
-    node.set_env(AZURE_CLIENT_ID="cid", AZURE_SUBSCRIPTION_ID="sub", AZURE_RESOURCE_GROUP="rg")
-    node.set_env(GPUFLEET_EXPIRES_AT="1000")
-    (node.bin / "jq").write_text("#!/bin/sh\necho token\n")
-    (node.bin / "jq").chmod(0o755)
-    (node.bin / "curl").write_text(  # IMDS answers; the ARM DELETE fails
-        f'#!/bin/sh\necho "curl $*" >> {node.calls}\ncase "$*" in *DELETE*) exit 22 ;; esac\n'
-        "echo vm-0\n"
-    )
-    r = expire(node)
-    assert r.returncode == 0, r.stderr
-    calls = node.recorded()
-    assert "-X DELETE" in calls and "/subscriptions/sub/resourceGroups/rg/" in calls
-    assert "virtualMachines/vm-0?" in calls and "client_id=cid" in calls
-    assert "169.254.169.254/metadata/identity/oauth2/token?" in calls
-    assert "resource=https://management.azure.com/" in calls and "Metadata:true" in calls
-    assert "Authorization: Bearer token" in calls
-    assert calls.rstrip().endswith("systemctl poweroff")
-    assert "powering off" in r.stderr
-
-
 def fake_gce_curl(node: Node, delete_rc: int) -> None:
     """curl as a GCE VM sees it: the metadata server answers, the Compute API DELETE exits
     `delete_rc` (22: curl -f on an HTTP error, e.g. 403 without compute.instances.delete)."""

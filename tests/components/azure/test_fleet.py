@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import ipaddress
 import re
 
@@ -20,6 +21,7 @@ UNTAGGABLE = {
     "gpufleet:azure:GpuFleet",
     "azure-native:network:Subnet",
     "azure-native:authorization:RoleAssignment",
+    "azure-native:authorization:RoleDefinition",
 }
 
 
@@ -140,7 +142,7 @@ def test_hpc_image_pinned_and_custom_data(nd):
             "2204",
         )
         assert re.fullmatch(r"\d+\.\d+\.\d+", ref["version"]), ref["version"]
-        text = base64.b64decode(vm.inputs["osProfile"]["customData"]).decode()
+        text = gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"])).decode()
         assert text.startswith("#cloud-config")
         assert "priority" not in vm.inputs
 
@@ -159,7 +161,9 @@ def test_the_pinned_host_key_is_written_once_per_instance_so_a_reboot_keeps_it(n
 
     keys = {n["name"]: n["host_key"] for n in nd.outputs["nodes"]}
     for vm in nd.of_type(VM):
-        doc = yaml.safe_load(base64.b64decode(vm.inputs["osProfile"]["customData"]))
+        doc = yaml.safe_load(
+            gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"]))
+        )
         node = "node-" + vm.name.rsplit("-", 1)[1]
         assert doc["ssh_deletekeys"] is True
         assert doc["ssh_keys"]["ed25519_public"].split()[:2] == keys[node].split()[:2]
@@ -173,13 +177,14 @@ def test_each_node_may_delete_only_itself(nd):
     """A user-assigned identity is usable by any process on a VM it is attached to (IMDS hands
     out its tokens, containers included), and a role assignment on the resource group covers
     every VM in it (Azure RBAC scope inheritance). Each node gets its own identity, allowed on
-    its own VM, NIC and OS disk only (what ARM's delete of the VM with deleteOption=Delete
-    touches), never on the group or a neighbour."""
+    its own VM, NIC and OS disk only (what ARM's delete of the VM touches: the disk is deleted
+    with it, the NIC detached), never on the group or a neighbour."""
     roles = nd.of_type("azure-native:authorization:RoleAssignment")
     ids = nd.of_type("azure-native:managedidentity:UserAssignedIdentity")
     assert len(ids) == 2 and len(roles) == 6
+    (custom,) = nd.of_type("azure-native:authorization:RoleDefinition")
     for role in roles:
-        assert role.inputs["roleDefinitionId"].endswith("9980e02c-c2be-4d73-94e8-173b1dc7cf3c")
+        assert role.inputs["roleDefinitionId"] == f"{custom.name}-id"
     principals = set()
     for vm in nd.of_type(VM):
         (own,) = vm.inputs["identity"]["userAssignedIdentities"]

@@ -1,0 +1,168 @@
+"""Azure account checks before anything is registered: the vCPU quota, the image pin."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.parse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.components.azure.network import HPC_IMAGE
+from gpufleet.components.azure.security import trusted_launch
+from gpufleet.components.azure.skus import ARM, http_get
+from gpufleet.components.errors import GpufleetError
+from gpufleet.components.validators import Validator, arm_get, refuse
+
+if TYPE_CHECKING:
+    from gpufleet.components.catalog import InstanceType
+    from gpufleet.components.clusterspec import ClusterSpec
+
+USAGES_VERSION = "2023-07-01"
+IMAGES_VERSION = "2024-07-01"
+QUOTA_DOC = "https://learn.microsoft.com/azure/quotas/per-vm-quota-requests"
+# The usages API's quota name (name.value) per size series: the family the size bills against.
+FAMILIES = (
+    (r"ND\d+asr_v4$", "standardNDASv4_A100Family"),
+    (r"ND\d+amsr_A100_v4$", "standardNDAMSv4_A100Family"),
+    (r"ND\d+isr_H100_v5$", "standardNDSH100v5Family"),
+    (r"NC\d+ads_A100_v4$", "StandardNCADSA100v4Family"),
+    (r"NC\d+as_T4_v3$", "Standard NCASv3_T4 Family"),
+    (r"NV\d+ads_A10_v5$", "StandardNVADSA10v5Family"),
+)
+REGIONAL = "cores"  # "Total Regional vCPUs"
+SPOT = "lowPriorityCores"  # every Spot VM of the region, whatever its family
+
+
+def family(size: str) -> str | None:
+    return next((f for pattern, f in FAMILIES if re.search(pattern, size)), None)
+
+
+def _key(name: str) -> str:
+    # ARM spells family names with stray spaces and mixed case across APIs and docs.
+    return name.replace(" ", "").lower()
+
+
+def _arm() -> tuple[str, Callable[[str], dict[str, Any]]]:
+    """(subscription, GET) of the provider's credentials, or of a test's FakeAccount."""
+    import pulumi_azure_native as az
+
+    subscription = az.authorization.get_client_config().subscription_id
+    fake = arm_get()
+    if fake is not None:
+        return subscription, fake
+    token = az.authorization.get_client_token().token
+    return subscription, lambda url: http_get(url, token)
+
+
+def _ask(get: Callable[[str], dict[str, Any]], url: str, what: str) -> dict[str, Any]:
+    try:
+        return get(url)
+    except urllib.error.HTTPError:
+        raise
+    except Exception as e:  # URLError, a body that is not JSON
+        raise GpufleetError(
+            f"could not ask Azure {what}: {e}",
+            hint="check `az login` / the provider's credentials (Reader on the subscription "
+            "suffices), then run again; nothing was created",
+        ) from e
+
+
+def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """Free vCPUs of the size's family (Spot: the regional Spot quota) and of the region's
+    total, against nodes x vCPUs. A VM counts whether running or deallocated."""
+    location = spec.effective_region
+    assert location is not None  # azure has a default region
+    subscription, get = _arm()
+    url = (
+        f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/"
+        f"{location}/usages?api-version={USAGES_VERSION}"
+    )
+    usages: list[dict[str, Any]] = []
+    while url:
+        page = _ask(get, url, f"for the vCPU quotas of {location}")
+        usages += page.get("value") or []
+        url = page.get("nextLink") or ""
+    by_name = {_key((u.get("name") or {}).get("value", "")): u for u in usages}
+    need = spec.nodes * it.vcpus
+    wanted = [SPOT if spec.spot else family(it.name), REGIONAL]
+    found = []
+    for name in wanted:
+        usage = by_name.get(_key(name)) if name else None
+        if usage is None:
+            continue  # a family we cannot name: the regional total still applies
+        limit, used = int(usage.get("limit", 0)), int(usage.get("currentValue", 0))
+        label = (usage.get("name") or {}).get("localizedValue") or name
+        if limit - used < need:
+            raise refuse(
+                QUOTA,
+                f"{label}: {limit - used} of {limit} vCPUs free in {location}; {spec.nodes} x "
+                f"{it.name} ({it.vcpus} vCPUs each) need {need}",
+                f"request {used + need} for {label} in {location} (portal: Quotas > Compute, "
+                f"{QUOTA_DOC}); new subscriptions often have 0 for ND sizes",
+            )
+        found.append(f"{label} {limit - used} free")
+    return f"need {need} vCPUs; " + ", ".join(found) if found else None
+
+
+def image_url(subscription: str, location: str, image: dict[str, str]) -> str:
+    parts = [urllib.parse.quote(image[k], safe="") for k in ("publisher", "offer", "sku")]
+    return (
+        f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/{location}/"
+        f"publishers/{parts[0]}/artifacttypes/vmimage/offers/{parts[1]}/skus/{parts[2]}/"
+        f"versions/{urllib.parse.quote(image['version'], safe='')}?api-version={IMAGES_VERSION}"
+    )
+
+
+def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The pinned marketplace image version exists in the region (PlatformImageNotFound would
+    come only at the VM); where the size pins Trusted Launch, the image declares it."""
+    if spec.image:
+        return None  # a custom image's id: ARM checks it at the VM
+    location = spec.effective_region
+    assert location is not None
+    pin = ":".join(HPC_IMAGE[k] for k in ("publisher", "offer", "sku", "version"))
+    subscription, get = _arm()
+    try:
+        found = _ask(get, image_url(subscription, location, HPC_IMAGE), f"for image {pin}")
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise GpufleetError(
+                f"could not ask Azure for image {pin}: HTTP {e.code}",
+                hint="check the provider's credentials, then run again; nothing was created",
+            ) from e
+        raise refuse(
+            IMAGE,
+            f"{pin} is not in {location} (removed, or never published there)",
+            "pick a current version: `az vm image list --publisher "
+            f"{HPC_IMAGE['publisher']} --offer {HPC_IMAGE['offer']} --sku {HPC_IMAGE['sku']} "
+            f"--location {location} --all -o table`, then update HPC_IMAGE or set image:",
+        ) from None
+    features = {
+        f.get("name"): str(f.get("value", ""))
+        for f in (found.get("properties") or {}).get("features") or []
+    }
+    security = features.get("SecurityType")
+    if trusted_launch(it.name) and security is not None and "TrustedLaunch" not in security:
+        raise refuse(
+            IMAGE,
+            f"{pin} declares SecurityType {security}, and {it.name} nodes pin Trusted Launch",
+            "pick an image version that supports Trusted Launch",
+        )
+    return f"{pin} in {location}" + (f" ({security})" if security else "")
+
+
+QUOTA = Validator(
+    "azure",
+    "the vCPU quota covers the fleet",
+    f"ARM Compute usages (GET .../locations/{{l}}/usages, api-version {USAGES_VERSION})",
+    check_quota,
+)
+IMAGE = Validator(
+    "azure",
+    "the pinned image version exists",
+    f"ARM Virtual Machine Images - Get (api-version {IMAGES_VERSION})",
+    check_image,
+    applies="clusters on the pinned marketplace image (no image:)",
+)
+VALIDATORS = [QUOTA, IMAGE]

@@ -1,0 +1,174 @@
+"""Azure validators against a fake account: the vCPU quota and the image pin are asked before
+anything is registered (issue 19 items 18 and 19)."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+
+import pytest
+
+from gpufleet.components import stackconfig
+from gpufleet.components.preview import evaluate
+from gpufleet.components.validators import AccountError, FakeAccount
+
+# Read 2026-11-25.
+# Usage - List (learn.microsoft.com/rest/api/compute/usage/list): GET https://management.azure.
+# com/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/usages,
+# api-version 2023-07-01; each value has currentValue, limit, unit "Count" and name {value,
+# localizedValue}; the regional total is "cores" ("Total Regional vCPUs", az vm list-usage and
+# azure-docs articles/virtual-machines/quotas.md: a VM must fit both its family's quota and the
+# regional total; deallocated VMs count). Spot VMs count against "lowPriorityCores".
+USAGES_PATH = "/subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages"
+USAGES_VERSION = "2023-07-01"
+# Family quota names per size series (Azure VM family names table, OpenShift "Installing on
+# Azure", GPU accelerated: "ND-H100-v5-series | standardNDSH100v5Family", "NDasrA100_v4-series
+# | Standard NDASv4_A100 Family"; the usages API spells the latter standardNDASv4_A100Family).
+FAMILY = {
+    "Standard_ND96isr_H100_v5": ("standardNDSH100v5Family", "Standard NDSH100v5 Family vCPUs"),
+    "Standard_ND96asr_v4": ("standardNDASv4_A100Family", "Standard NDASv4_A100 Family vCPUs"),
+}
+# Virtual Machine Images - Get (learn.microsoft.com/rest/api/compute/virtual-machine-images/get)
+IMAGE_PATH = (
+    "/subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/publishers/{p}/"
+    "artifacttypes/vmimage/offers/{o}/skus/{k}/versions/{v}"
+)
+SUB = "00000000-0000-0000-0000-000000000000"  # the azure mocks' getClientConfig answer
+VM_TYPE = "azure-native:compute:VirtualMachine"
+
+
+def usage(name: str, label: str, limit: int, used: int = 0) -> dict:
+    return {
+        "currentValue": used,
+        "limit": limit,
+        "unit": "Count",
+        "name": {"value": name, "localizedValue": label},
+    }
+
+
+def account(family_limit: int, regional: int = 1000, image: str = "found", spot: int = 0):
+    asked: list[str] = []
+
+    def arm(url: str) -> dict:
+        asked.append(url)
+        path = urllib.parse.urlsplit(url).path
+        if path.endswith("/usages"):
+            return {
+                "value": [
+                    usage("cores", "Total Regional vCPUs", regional, used=8),
+                    usage("lowPriorityCores", "Total Regional Low-priority vCPUs", spot),
+                    *[usage(n, label, family_limit) for n, label in FAMILY.values()],
+                    usage("standardDSv3Family", "Standard DSv3 Family vCPUs", 100),
+                ]
+            }
+        if "/artifacttypes/vmimage/" in path:
+            if image == "missing":
+                raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
+            props: dict = {"hyperVGeneration": "V2"}
+            if image != "found":  # an image version that declares its security type
+                props["features"] = [{"name": "SecurityType", "value": image}]
+            return {"name": path.rsplit("/", 1)[1], "properties": props}
+        raise AssertionError(url)
+
+    return FakeAccount(arm=arm), asked
+
+
+def run(stack: str, acct: FakeAccount, **over):
+    config = stackconfig.stack_config(stack)
+    spec = stackconfig.spec_from_config(config, stack=stack)
+    if over:
+        from gpufleet.components.clusterspec import ClusterSpec
+
+        spec = ClusterSpec.from_input({**spec.model_dump(), **over})
+    built = []
+
+    def program():
+        built.append(stackconfig.build(spec))
+        return stackconfig.exports(built[0])
+
+    return built, evaluate(program, config=stackconfig.pulumi_config(config), account=acct)
+
+
+def refusal(stack: str, acct: FakeAccount, **over) -> AccountError:
+    with pytest.raises(Exception) as caught:
+        run(stack, acct, **over)
+    err: BaseException | None = caught.value
+    while err is not None and not isinstance(err, AccountError):
+        err = err.__cause__ or err.__context__
+    assert isinstance(err, AccountError), repr(caught.value)
+    return err
+
+
+def test_a_family_quota_of_zero_is_refused_before_anything_is_created():
+    """ND quotas are usually 0 on a new subscription; ARM would refuse the VM only after the
+    resource group, NAT, IPs, identities and roles exist."""
+    acct, asked = account(family_limit=0)
+    err = refusal("azure-nd-h100", acct)
+    _, label = FAMILY["Standard_ND96isr_H100_v5"]
+    assert err.fact == "the vCPU quota covers the fleet"
+    assert f"{label}: 0 of 0 vCPUs free in eastus" in err.problem and "need 192" in err.problem
+    assert "Quotas" in err.fix and "192" in err.fix
+    (first,) = [u for u in asked if u.split("?")[0].endswith("/usages")]
+    parts = urllib.parse.urlsplit(first)
+    assert parts.path == USAGES_PATH.format(s=SUB, l="eastus")
+    assert urllib.parse.parse_qs(parts.query) == {"api-version": [USAGES_VERSION]}
+
+
+def test_the_regional_total_is_checked_too():
+    acct, _ = account(family_limit=192, regional=100)  # 8 in use: 92 free
+    err = refusal("azure-nd-a100", acct)
+    assert "Total Regional vCPUs: 92 of 100 vCPUs free" in err.problem
+
+
+def test_spot_nodes_are_checked_against_the_regional_spot_quota():
+    acct, _ = account(family_limit=0, spot=0)
+    err = refusal("azure-nd-a100", acct, instance_type="Standard_NC96ads_A100_v4", spot=True)
+    assert "Low-priority" in err.problem
+
+
+def test_room_in_the_family_and_the_region_passes_and_says_what_it_found():
+    acct, asked = account(family_limit=192)
+    built, plan = run("azure-nd-h100", acct)
+    checks = {c.fact: c for c in built[0].checks}
+    quota = checks["the vCPU quota covers the fleet"]
+    assert quota.status == "passed"
+    assert quota.detail.startswith("need 192 vCPUs; Standard NDSH100v5 Family vCPUs 192 free")
+    assert plan.of_type(VM_TYPE)
+
+
+def test_a_missing_image_version_is_refused_naming_the_pin():
+    """PlatformImageNotFound would come at VM creation, after everything else exists."""
+    acct, asked = account(family_limit=192, image="missing")
+    err = refusal("azure-nd-a100", acct)
+    assert err.fact == "the pinned image version exists"
+    assert "microsoft-dsvm:ubuntu-hpc:2204:" in err.problem and "eastus" in err.problem
+    assert "az vm image list" in err.fix
+    (url,) = [u for u in asked if "/artifacttypes/" in u]
+    parts = urllib.parse.urlsplit(url)
+    head = IMAGE_PATH.format(s=SUB, l="eastus", p="microsoft-dsvm", o="ubuntu-hpc", k="2204", v="")
+    assert parts.path.startswith(head) and parts.path != head
+
+
+def test_an_image_version_that_exists_passes():
+    acct, _ = account(family_limit=192)
+    built, _ = run("azure-nd-a100", acct)
+    image = {c.fact: c for c in built[0].checks}["the pinned image version exists"]
+    assert image.status == "passed" and image.detail.endswith("in eastus")
+
+
+def test_offline_both_are_skipped_with_the_reason():
+    built, _ = run("azure-nd-a100", None)  # type: ignore[arg-type]
+    assert [c.status for c in built[0].checks] == ["skipped", "skipped"]
+
+
+def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins_it():
+    """An image version lists its SecurityType among its features (Virtual Machine Images -
+    Get: properties.features, e.g. TrustedLaunchSupported); ND H100 v5 nodes pin Trusted
+    Launch, which an image declaring only confidential VMs cannot boot."""
+    acct, _ = account(family_limit=192, image="ConfidentialVmSupported")
+    err = refusal("azure-nd-h100", acct)
+    assert "SecurityType ConfidentialVmSupported" in err.problem
+    acct, _ = account(family_limit=192, image="TrustedLaunchSupported")
+    built, _ = run("azure-nd-h100", acct)
+    image = {c.fact: c for c in built[0].checks}["the pinned image version exists"]
+    assert image.detail.endswith("(TrustedLaunchSupported)")
