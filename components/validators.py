@@ -39,13 +39,20 @@ class AccountError(GpufleetError):
         self.fix = fix
 
 
+class Unanswered(Exception):  # noqa: N818 (not an error: the fact could not be asked)
+    """The account could not answer this fact (an API not enabled, no permission to read it);
+    the validator is skipped with this reason, said in the plan and `up`'s progress, and the
+    cloud itself refuses at creation if the fact does not hold."""
+
+
 @dataclass(frozen=True)
 class Validator:
     """One fact the account must satisfy, the call that answers it, and the check itself.
 
     `check` returns a one-line detail of what it found ("quota 192 vCPUs, need 192"), or None
     when the fact does not apply to this spec (a quota of a family the type is not in); it
-    raises AccountError (validators.refuse) when the account says no.
+    raises AccountError (validators.refuse) when the account says no, and Unanswered when the
+    account cannot be asked (the API is disabled, or the credentials may not read it).
     """
 
     cloud: str
@@ -130,7 +137,11 @@ def run_validators(spec: ClusterSpec, it: InstanceType, cloud: str | None = None
         return [Outcome(v.fact, v.api, "skipped", OFFLINE) for v in validators]
     outcomes = []
     for v in validators:
-        detail = v.check(spec, it)
+        try:
+            detail = v.check(spec, it)
+        except Unanswered as e:
+            outcomes.append(Outcome(v.fact, v.api, "skipped", f"not answered: {e}"))
+            continue
         if detail is not None:
             outcomes.append(Outcome(v.fact, v.api, "passed", detail))
     return outcomes

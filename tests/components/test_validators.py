@@ -7,7 +7,13 @@ import pytest
 
 from gpufleet.components import stackconfig, validators
 from gpufleet.components.preview import evaluate
-from gpufleet.components.validators import AccountError, FakeAccount, Validator, refuse
+from gpufleet.components.validators import (
+    AccountError,
+    FakeAccount,
+    Unanswered,
+    Validator,
+    refuse,
+)
 
 TOKEN = "test:index/getQuota:getQuota"
 
@@ -25,8 +31,10 @@ def _quota_check(spec, it):
 QUOTA = Validator("aws", "the quota covers the fleet", "Test GetQuota", _quota_check)
 
 
-def _plan(stack: str, account: FakeAccount | None, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(validators, "cloud_validators", lambda cloud: [QUOTA])
+def _plan(
+    stack: str, account: FakeAccount | None, monkeypatch: pytest.MonkeyPatch, checks=(QUOTA,)
+):
+    monkeypatch.setattr(validators, "cloud_validators", lambda cloud: list(checks))
     config = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(config, stack=stack)
     built = []
@@ -62,3 +70,18 @@ def test_a_refusal_stops_before_any_cloud_resource_is_registered(monkeypatch):
         err = err.__cause__
     assert isinstance(err, AccountError), repr(caught.value)
     assert err.fact == QUOTA.fact and "quota is 0" in str(err) and err.hint == "ask for more"
+
+
+def test_a_fact_the_account_cannot_answer_is_skipped_with_the_reason(monkeypatch):
+    def disabled(args):
+        raise Unanswered("the Cloud Quotas API is not enabled in the project")
+
+    account = FakeAccount(invokes={TOKEN: lambda args: {"value": 64}})
+    unanswerable = Validator("aws", "an unanswerable fact", "Test Get", lambda s, i: disabled({}))
+    fleet, _ = _plan("aws-g5", account, monkeypatch, checks=(unanswerable, QUOTA))
+    first, second = fleet.checks
+    assert (first.status, first.detail) == (
+        "skipped",
+        "not answered: the Cloud Quotas API is not enabled in the project",
+    )
+    assert second.status == "passed"
