@@ -30,6 +30,7 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             "private_ip": f"10.42.0.{10 + count % 200}",
             "public_ip": f"198.51.100.{10 + count % 200}",
             "primary_network_interface_id": f"eni-{count:08x}",
+            "arn": f"arn:aws:ec2:us-east-1:123456789012:instance/i-{count:017x}",
         }
     if typ == "aws:ec2/eip:Eip":
         return {

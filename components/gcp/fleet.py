@@ -201,7 +201,12 @@ class GpuFleet(GpufleetComponent):
                 scheduling=scheduling(spec, self.expires_at),
                 scratch_disks=scratch,
                 resource_policies=policy.self_link if policy else None,
-                metadata={"user-data": self.user_data(i), "ssh-keys": ssh_key},
+                metadata={
+                    "user-data": self.user_data(i),
+                    "ssh-keys": ssh_key,
+                    # the guest agent publishes the VM's own host keys (hostkeys/), no secret
+                    "enable-guest-attributes": "TRUE",
+                },
                 labels=node_labels,
                 tags=[name, ssh_tag(name)] if public else [name],
                 allow_stopping_for_update=True,
@@ -219,6 +224,7 @@ class GpuFleet(GpufleetComponent):
                         lambda acs: acs[0].nat_ip if acs else None
                     ),
                     "id": vm.instance_id,
+                    "host_key_at": vm.self_link,  # guest attributes hostkeys/ of this VM
                 }
                 for vm in vms
             ]
