@@ -122,8 +122,9 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
         if ctx.expires_at
         else "",
-        # The agent's own keys are what a node without a bootstrap key publishes (GCP).
-        guest_files=CLOUD_GUEST_FILES.get(ctx.cloud, ()) if ctx.host_private_key else (),
+        guest_files=(CLOUD_GUEST_FILES if ctx.host_private_key else OWN_KEY_GUEST_FILES).get(
+            ctx.cloud, ()
+        ),
     )
 
 
@@ -150,8 +151,15 @@ HOST_KEY_CHANNEL: dict[str, str] = {
 CLOUD_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
     # With a bootstrap key only: google-guest-agent regenerates /etc/ssh/ssh_host_* on first
     # boot unless told not to, which would replace the pinned host key (guest-agent README,
-    # "Instance Setup"). Without one, the agent's keys are the node's, published as hostkeys/.
+    # "Instance Setup").
     "gcp": (("/etc/default/instance_configs.cfg", "[InstanceSetup]\nset_host_keys = false\n"),),
+}
+
+# The same, for a node that makes its own host key: on GCP the agent's keys are the node's, and
+# it publishes them (hostkeys/) only where it makes them; said outright, whatever the image's
+# instance_configs.cfg.distro says (instance_configs.cfg overrides it: guest-agent README).
+OWN_KEY_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
+    "gcp": (("/etc/default/instance_configs.cfg", "[InstanceSetup]\nset_host_keys = true\n"),),
 }
 
 # Node env a cloud's component adds at deploy time (values known only then), by name.
