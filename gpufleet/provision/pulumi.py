@@ -197,8 +197,11 @@ class PulumiProvisioner:
                     traits(spec.cloud).ssh_wait_s,
                 )
             except BaseException:
-                progress("no host keys to pin: destroying what was created")
-                self.down(info, progress)
+                from gpufleet.core.signals import shielded
+
+                with shielded():  # a Ctrl-C here must not leave the stack: ops.create has no info
+                    progress("host keys not pinned: destroying what was created")
+                    self.down(info, progress)
                 raise
             return info
         raise AssertionError("unreachable")
