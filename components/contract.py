@@ -15,10 +15,12 @@ OUTPUT_NAMES: tuple[str, ...] = (
     "fabric",
     "ssh_user",
     "ssh_private_key",  # secret: the cluster's user key, OpenSSH PEM
-    # [{name, private_ip, public_ip, gpus, host_key, instance_id}], head first; public_ip is
-    # None on a node without one (workers by default: reached through the head)
+    # [{name, private_ip, public_ip, gpus, host_key, instance_id[, host_key_at]}], head first;
+    # public_ip is None on a node without one (workers by default: reached through the head);
+    # host_key "" and host_key_at (the instance's ARN / self link / ARM id): the node made its
+    # own host key and publishes it there (gpufleet/provision/hostkeychannels.py reads it)
     "nodes",
-    "known_hosts",  # pinned bootstrap host keys, one line per address
+    "known_hosts",  # pinned bootstrap host keys, one line per address (none for host_key_at)
     "expires_at",  # epoch seconds
 )
 
@@ -27,6 +29,8 @@ def known_hosts_lines(nodes: list[dict[str, Any]], port: int = 22) -> str:
     """known_hosts text pinning each node's host key under its public and private address."""
     lines = []
     for n in nodes:
+        if not n["host_key"].strip():
+            continue  # the node publishes its own (host_key_at)
         for addr in dict.fromkeys(a for a in (n.get("public_ip"), n.get("private_ip")) if a):
             host = addr if port == 22 else f"[{addr}]:{port}"
             lines.append(f"{host} {n['host_key'].strip()}")
@@ -54,8 +58,9 @@ def cluster_info_from_outputs(
             gpus=int(n.get("gpus", 0)),
             host_key=n["host_key"],
             instance_id=n.get("instance_id"),
-            # The key came in the node's user data: replaced on first contact (hostkeys.py).
-            bootstrap_host_key=True,
+            # A key from the node's user data is replaced on first contact (hostkeys.py); with
+            # none, the provisioner pins the one the node published before any connection.
+            bootstrap_host_key=bool(n["host_key"]),
         )
         for n in outputs["nodes"]
     ]

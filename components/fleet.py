@@ -7,7 +7,12 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.components.bootstrap import BootstrapContext, boot_lease_s, render_cloud_init
+from gpufleet.components.bootstrap import (
+    HOST_KEY_CHANNEL,
+    BootstrapContext,
+    boot_lease_s,
+    render_cloud_init,
+)
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
 from gpufleet.components.keys import cluster_keys
@@ -43,14 +48,16 @@ def node_user_data(
     expires_at: pulumi.Input[int] | None,
     extra: dict[str, pulumi.Input[str]] | None = None,
 ) -> pulumi.Output[str]:
-    """One node's cloud-init, once its keys, expiry (and deploy-time `extra` env) are known."""
-    host = keys.hosts[index]
+    """One node's cloud-init, once its keys, expiry (and deploy-time `extra` env) are known.
+
+    Without a bootstrap host key (keys.hosts empty) the node makes its own."""
+    host = keys.hosts[index] if keys.hosts else None
     extra = extra or {}
     names = list(extra)
     return pulumi.Output.all(
         keys.user.public_key_openssh,
-        host.private_key_openssh,
-        host.public_key_openssh,
+        host.private_key_openssh if host else "",
+        host.public_key_openssh if host else "",
         expires_at,
         *[extra[k] for k in names],
     ).apply(
@@ -101,7 +108,12 @@ class GpufleetComponent(pulumi.ComponentResource):
             self.expires_at = expiry.expires_at
         self.tags = fleet_tags(spec, self.expires_at)
         self.ssh_user = spec.effective_ssh_user or "gpufleet"
-        self.keys = cluster_keys(name, spec.nodes, self)
+        # The nodes make their own host keys where the cloud publishes them (no private key in
+        # user data); config gpufleet:bootstrapHostKeys asks for the bootstrap-key path instead.
+        self.own_host_keys = HOST_KEY_CHANNEL.get(spec.cloud) is not None and not pulumi.Config(
+            "gpufleet"
+        ).get_bool("bootstrapHostKeys")
+        self.keys = cluster_keys(name, spec.nodes, self, host_keys=not self.own_host_keys)
 
     def child(self, **kw: Any) -> pulumi.ResourceOptions:
         """Options for a child resource: parented to this component."""
@@ -117,7 +129,8 @@ class GpufleetComponent(pulumi.ComponentResource):
 
     def finish(self, nodes: list[dict[str, Any]]) -> None:
         """Register the contract outputs. `nodes`: head first, values may be Outputs;
-        a node's public_ip is None when it has none (workers unless spec.public_workers)."""
+        a node's public_ip is None when it has none (workers unless spec.public_workers);
+        host_key_at: the instance's reference where it publishes its own host keys."""
         spec = self.spec
         gpus = spec.gpus
 
@@ -127,13 +140,18 @@ class GpufleetComponent(pulumi.ComponentResource):
                 "private_ip": v[0],
                 "public_ip": v[1] or None,  # None: reached through the head
                 "gpus": gpus,
-                "host_key": " ".join(v[2].split()[:2]),
+                "host_key": " ".join(v[2].split()[:2]),  # "": the node made its own
                 "instance_id": v[3],
+                **({"host_key_at": v[4]} if self.own_host_keys else {}),
             }
 
         node_outputs = [
             pulumi.Output.all(
-                n["private_ip"], n["public_ip"], self.keys.hosts[i].public_key_openssh, n["id"]
+                n["private_ip"],
+                n["public_ip"],
+                self.keys.hosts[i].public_key_openssh if self.keys.hosts else "",
+                n["id"],
+                n.get("host_key_at"),
             ).apply(functools.partial(node, i))
             for i, n in enumerate(nodes)
         ]

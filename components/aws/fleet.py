@@ -323,6 +323,7 @@ class GpuFleet(GpufleetComponent):
                     if i == 0 or spec.public_workers
                     else None,
                     "id": inst.id,
+                    "host_key_at": inst.arn,  # its console shows its own host keys
                 }
                 for i, inst in enumerate(instances)
             ]

@@ -170,6 +170,7 @@ class GpuFleet(GpufleetComponent):
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),
                     "public_ip": pip.ip_address if pip else None,
                     "id": vm.vm_id,
+                    "host_key_at": vm.id,  # its serial log (boot diagnostics) shows its keys
                 }
             )
         self.finish(nodes)

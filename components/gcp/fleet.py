@@ -156,6 +156,8 @@ class GpuFleet(GpufleetComponent):
                     "ssh-keys": ssh_key,
                     # Else the guest agent installs every project-wide key, with sudo.
                     "block-project-ssh-keys": "TRUE",
+                    # the guest agent publishes the VM's own host keys (hostkeys/), no secret
+                    "enable-guest-attributes": "TRUE",
                 },
                 # The recipe's driver is built by DKMS and unsigned: Secure Boot would refuse to
                 # load it (images/steps/10-driver.sh). An org policy compute.requireShieldedVm
@@ -181,6 +183,7 @@ class GpuFleet(GpufleetComponent):
                         lambda acs: acs[0].nat_ip if acs else None
                     ),
                     "id": vm.instance_id,
+                    "host_key_at": vm.self_link,  # guest attributes hostkeys/ of this VM
                 }
                 for vm in vms
             ]

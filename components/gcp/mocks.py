@@ -19,6 +19,8 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             "bootDisk": disk,
             "name": f"{name}-4f2a9c1",  # Pulumi's auto-name: the resource name + a suffix
             "project": "p",
+            "selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/"
+            f"{inputs.get('zone', 'z')}/instances/{name}-4f2a9c1",
         }
     if typ == "gcp:serviceaccount/account:Account":
         return {"email": f"{inputs['accountId']}@p.iam.gserviceaccount.com"}

@@ -15,7 +15,7 @@ from gpufleet.components.contract import cluster_info_from_outputs
 from gpufleet.components.errors import SpecError
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
-from gpufleet.provision import Progress
+from gpufleet.provision import Progress, hostkeypin, traits
 
 PROJECT = "gpufleet"
 PULUMI_INSTALL = (
@@ -175,13 +175,16 @@ class PulumiProvisioner:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
         find_pulumi()
         _import_sdk(spec.cloud)
+        bootstrap_keys = hostkeypin.bootstrap_asked()
+        if not bootstrap_keys:
+            hostkeypin.require_channel(spec.cloud)
         spec = with_ssh_cidrs(spec)
         zones: list[str | None] = [*spec.zone_choices] or [None]
         tried: list[str] = []
         for i, zone in enumerate(zones):
             attempt = spec if zone is None else spec.with_(zone=zone, zones=[zone])
             try:
-                return self._up_in_zone(attempt, progress)
+                info = self._up_in_zone(attempt, progress, bootstrap_keys)
             except NoCapacity as e:
                 if zone is None and e.fallback:
                     # No zone named: the component took the first that offers the type; the
@@ -192,9 +195,27 @@ class PulumiProvisioner:
                 if i + 1 == len(zones):
                     raise CapacityError(spec, tried, e.code) from e
                 progress(f"{zone}: no capacity ({e.code}); trying {zones[i + 1]}")
+                continue
+            try:  # before any connection: never trust a host key on first use
+                hostkeypin.pin_published(
+                    info,
+                    info.provider.get("host_keys_at") or {},
+                    progress,
+                    traits(spec.cloud).ssh_wait_s,
+                )
+            except BaseException:
+                from gpufleet.core.signals import shielded
+
+                with shielded():  # a Ctrl-C here must not leave the stack: ops.create has no info
+                    progress("host keys not pinned: destroying what was created")
+                    self.down(info, progress)
+                raise
+            return info
         raise AssertionError("unreachable")
 
-    def _up_in_zone(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
+    def _up_in_zone(
+        self, spec: ClusterSpec, progress: Progress, bootstrap_keys: bool = False
+    ) -> ClusterInfo:
         from gpufleet.components.registry import provider_config
         from gpufleet.components.stackconfig import build, exports
 
@@ -219,6 +240,10 @@ class PulumiProvisioner:
         stack = _stack(spec, self.backend, program)
         for key, value in provider_config(spec).items():
             stack.set_config(key, _config_value(value))
+        # a bootstrap host key in each node's user data (GpufleetComponent reads it)
+        stack.set_config(
+            "gpufleet:bootstrapHostKeys", _config_value("true" if bootstrap_keys else "false")
+        )
         progress(f"pulumi up: stack {spec.name} ({backend_url(self.backend)})")
         try:
             result = stack.up(on_output=_progress_lines(progress), color="never")
@@ -271,6 +296,10 @@ class PulumiProvisioner:
                 # the expiry the stack was created with (GCE's terminationTime on GCP): `extend`
                 # moves info.expires_at, never this
                 "created_expires_at": outputs.get("expires_at"),
+                # where each node without a bootstrap key publishes its own (hostkeypin.py)
+                "host_keys_at": {
+                    n["name"]: n["host_key_at"] for n in outputs["nodes"] if n.get("host_key_at")
+                },
             },
         )
 

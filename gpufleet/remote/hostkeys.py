@@ -1,10 +1,13 @@
 """Replacing each node's bootstrap host key (readable from user data) over the pinned channel.
 
-A cloud node boots with a host key its user data carried: pinned, so no trust on first use,
-but readable by anyone allowed to describe the instance and by any process that reaches the
-metadata service. On first contact, over a connection that checked that bootstrap key, the
-node makes a fresh key that never leaves it, gpufleet pins the new public key, the node's
-sshd switches to it, and from then on the bootstrap key is no one's key.
+A node may boot with a host key its provisioner handed it (the sandbox and `--cloud vm`, and a
+cloud node under GPUFLEET_HOST_KEYS=bootstrap, whose user data carried it; by default a cloud
+node makes its own and gpufleet pins the one it published: provision/hostkeypin.py): pinned,
+so no trust on first use, but on a cloud readable by anyone allowed to describe the instance
+and by any process that reaches the metadata service. On first contact, over a connection
+that checked that bootstrap key, the node makes a fresh key that never leaves it, gpufleet
+pins the new public key, the node's sshd switches to it, and from then on the bootstrap key
+is no one's key.
 
 Two phases, so that a CLI dying half-way never leaves a node nobody can verify:
 1. `prepare`: the node generates `<key>.next` (or shows the one it already has); gpufleet

@@ -231,14 +231,14 @@ def test_dlami_resolved_by_ec2_at_launch_so_a_new_dlami_does_not_replace_nodes(p
         assert lt.inputs["imageId"] == f"resolve:ssm:{DLAMI_SSM_PARAMETER}"
 
 
-def test_user_data_is_gzipped_base64_cloud_init_with_the_nodes_own_host_key(p4d):
+def test_user_data_is_gzipped_base64_cloud_init_without_a_host_key(p4d):
     for lt in p4d.of_type(LT):
         i = lt.name.split("-")[-2]  # aws-p4d-node-<i>-lt
         packed = base64.b64decode(lt.inputs["userData"])
         assert len(packed) < USER_DATA_LIMIT * 3 // 4  # room for the recipe to grow
         text = cloud_init_text(lt)
         assert text.startswith("#cloud-config")
-        assert f"MOCK-aws-p4d-node-{i}-host-key" in text  # this node's own host key
+        assert f"node-{i}" in text and "PRIVATE KEY" not in text  # the node makes its own
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter cloud-init itself runs under

@@ -147,27 +147,24 @@ def test_hpc_image_pinned_and_custom_data(nd):
         assert "priority" not in vm.inputs
 
 
-def test_the_pinned_host_key_is_written_once_per_instance_so_a_reboot_keeps_it(nd):
+def test_the_node_makes_its_host_key_once_per_instance_so_a_reboot_keeps_it(nd):
     """Who writes /etc/ssh/ssh_host_* on Azure: waagent picks its provisioning agent with
     Provisioning.Agent (default "auto": it detects cloud-init and leaves provisioning to it), and
     its own host-key regeneration happens "during the provisioning process" only
     (Azure/WALinuxAgent README, Provisioning.Agent, Provisioning.RegenerateSshHostKeyPair).
-    cloud-init's ssh module deletes the image's host keys (ssh_deletekeys) and writes ssh_keys
-    with "frequency": PER_INSTANCE (canonical/cloud-init cloudinit/config/cc_ssh.py), i.e. once
-    per instance-id, which a reboot keeps. So the key gpufleet pins (and rotates over, on first
-    contact) survives a reboot as long as the user data hands it over through ssh_keys alone:
-    nothing per boot (bootcmd) and no other writer of the host key files."""
+    cloud-init's ssh module deletes the image's host keys (ssh_deletekeys) and generates the
+    missing ones with "frequency": PER_INSTANCE (canonical/cloud-init cc_ssh.py), i.e. once per
+    instance-id, which a reboot keeps; keys_to_console prints them on the serial console, where
+    gpufleet reads the one it pins. Nothing per boot (bootcmd), no other writer of the key files,
+    and no private host key in custom data."""
     import yaml
 
-    keys = {n["name"]: n["host_key"] for n in nd.outputs["nodes"]}
     for vm in nd.of_type(VM):
-        doc = yaml.safe_load(
-            gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"]))
-        )
-        node = "node-" + vm.name.rsplit("-", 1)[1]
-        assert doc["ssh_deletekeys"] is True
-        assert doc["ssh_keys"]["ed25519_public"].split()[:2] == keys[node].split()[:2]
-        assert doc["ssh_keys"]["ed25519_private"].startswith("-----BEGIN")
+        text = gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"])).decode()
+        doc = yaml.safe_load(text)
+        assert doc["ssh_deletekeys"] is True and doc["ssh_genkeytypes"] == ["ed25519"]
+        assert "ssh_keys" not in doc and "PRIVATE KEY" not in text
+        assert doc["ssh"]["emit_keys_to_console"] is True
         assert "bootcmd" not in doc
         assert not [f for f in doc.get("write_files", []) if "/etc/ssh/" in f["path"]]
         assert not [c for c in doc.get("runcmd", []) if "ssh_host_" in str(c)]

@@ -75,19 +75,22 @@ def test_ssh_firewall_only_from_stack_cidrs(a2):
     assert fws["gcp-a2-internal"].inputs["allows"] == [{"protocol": "all"}]
 
 
-def test_guest_agent_keeps_the_pinned_host_key(a2):
-    """google-guest-agent generates new SSH host keys on a VM's first boot unless
-    `[InstanceSetup] set_host_keys = false` is in /etc/default/instance_configs.cfg
-    (GoogleCloudPlatform/guest-agent README, "Instance Setup" and "Configuration"); the agent
-    starts after network-online.target, cloud-init's write_files runs before it. A regenerated
-    key would break the known_hosts gpufleet pinned."""
+def test_guest_agent_makes_and_publishes_the_host_keys(a2):
+    """Without a bootstrap key google-guest-agent's own keys are the node's: with set_host_keys
+    (default true) it generates them on a new instance id and writes each public key to guest
+    attributes hostkeys/<type> (guest-agent instance_setup.go generateSSHKeys), which it can only
+    with metadata enable-guest-attributes TRUE (compute/docs/metadata/manage-guest-attributes).
+    The agent runs Before=sshd.service and after network-online.target, so after cloud-init's
+    ssh module: its keys are the ones sshd serves. The bootstrap path's set_host_keys=false
+    (tests/components/test_host_key_channels.py) would stop both."""
     import yaml
 
     for vm in a2.of_type(VM):
+        assert vm.inputs["metadata"]["enable-guest-attributes"] == "TRUE"
         doc = yaml.safe_load(vm.inputs["metadata"]["user-data"])
         files = {f["path"]: f["content"] for f in doc["write_files"]}
-        cfg = files["/etc/default/instance_configs.cfg"]
-        assert cfg.splitlines() == ["[InstanceSetup]", "set_host_keys = false"]
+        cfg = files["/etc/default/instance_configs.cfg"]  # whatever the image's .distro says
+        assert cfg.splitlines() == ["[InstanceSetup]", "set_host_keys = true"]
 
 
 def test_a3_is_refused_on_the_stock_image_naming_what_is_missing():
@@ -191,7 +194,7 @@ def test_image_user_data_ssh_keys_and_labels(a2):
         assert "/global/images/family/" in vm.inputs["bootDisk"]["initializeParams"]["image"]
         md = vm.inputs["metadata"]
         assert md["user-data"].startswith("#cloud-config")
-        assert f"MOCK-gcp-a2-node-{i}-host-key" in md["user-data"]
+        assert f"node-{i}" in md["user-data"] and "PRIVATE KEY" not in md["user-data"]
         assert md["ssh-keys"].startswith("gpufleet:ssh-ed25519 ")
         assert tagged_with_cluster(vm.inputs["labels"], "gcp-a2")
 

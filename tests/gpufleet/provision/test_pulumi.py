@@ -241,10 +241,18 @@ def planned_result(s: ClusterSpec):
     return SimpleNamespace(outputs={k: SimpleNamespace(value=v) for k, v in outputs.items()})
 
 
+PUBLISHED_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGssmszZEJr8sA+/nZ2RbsphpLsly3/C7TYAcLU6tZB+"
+
+
 def run_up(monkeypatch, s: ClusterSpec, outcomes: dict) -> tuple[list, object]:
     calls: list = []
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(pp, "_stack", lambda sp, _b, _p=None: FakeStack(sp.zone, outcomes, calls))
+    # the nodes' published host keys (provision/hostkeypin.py), never a real cloud CLI here
+    monkeypatch.setattr(pp.hostkeypin, "require_channel", lambda cloud: None)
+    monkeypatch.setattr(
+        pp.hostkeypin, "read_keys", lambda c, at, *a, **kw: {n: PUBLISHED_KEY for n in at}
+    )
     try:
         return calls, pp.PulumiProvisioner("file:///tmp/x").up(s, lambda _m: None)
     except pp.GpufleetError as e:
@@ -269,6 +277,7 @@ def test_a_zone_without_capacity_is_left_for_the_next_one(gpufleet_home, monkeyp
     calls, info = run_up(monkeypatch, s, {"us-east-1d": EC2_ICE, "us-east-1b": result})
     assert calls == [("up", "us-east-1d"), ("destroy", "us-east-1d"), ("up", "us-east-1b")]
     assert [n.name for n in info.nodes] == ["node-0", "node-1"]
+    assert [n.host_key for n in info.nodes] == [PUBLISHED_KEY] * 2  # pinned before any SSH
 
 
 @pytest.mark.parametrize(
