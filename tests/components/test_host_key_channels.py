@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,9 @@ def test_bootstrap_host_keys_config_keeps_the_old_path(stack):
     is told not to regenerate it."""
     p = _plan(stack, {"gpufleet:bootstrapHostKeys": "true"})
     texts = user_data_texts(p)
-    for i, t in enumerate(texts):
+    assert texts
+    for t in texts:  # in registration order, which is not the nodes' order
+        i = re.search(r"# gpufleet node node-(\d+) ", t).group(1)
         assert f"MOCK-{stack}-node-{i}-host-key" in t and "ssh_keys:" in t
         assert ("set_host_keys = false" in t) == stack.startswith("gcp")
     assert all(n["host_key"] and "host_key_at" not in n for n in p.outputs["nodes"])

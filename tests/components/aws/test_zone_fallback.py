@@ -56,14 +56,22 @@ class ProgramStack:
         pass
 
 
+class Info(dict):
+    """The stack's outputs, standing in for the ClusterInfo `up` returns."""
+
+    provider: dict = {}  # noqa: RUF012 (read only)
+
+
 def up(monkeypatch, s: ClusterSpec, full: set[str]) -> tuple[list, Any]:
     calls: list = []
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(
         pp, "_stack", lambda sp, _b, program=None: ProgramStack(program, full, calls)
     )
-    monkeypatch.setattr(pp.PulumiProvisioner, "_info", lambda self, name, outputs: outputs)
+    monkeypatch.setattr(pp.PulumiProvisioner, "_info", lambda self, name, outputs: Info(outputs))
     monkeypatch.setattr(pp, "with_ssh_cidrs", lambda sp: sp)
+    # The host keys are pinned from the cloud after `up`; no cloud here (its test: test_pulumi).
+    monkeypatch.setattr(pp.hostkeypin, "pin_published", lambda *a, **k: None)
     try:
         return calls, pp.PulumiProvisioner("file:///tmp/x").up(s, lambda _m: None)
     except pp.GpufleetError as e:
