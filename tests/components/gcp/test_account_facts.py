@@ -37,13 +37,17 @@ FORCE_NEW = {
 # (commit 4724988 "make label updatable for google_compute_instance under initialize_params",
 # 2025-09-11); ForceNew before that.
 
-# Cluster Toolkit examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh
-# (GoogleCloudPlatform/cluster-toolkit at 7174ca3), read 2026-11-25: the A3 TCPX environment for
-# VM images that name the GPU NICs enp6s0/enp12s0/enp134s0/enp140s0.
+# https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/1047080375afbb44da4b596be314634e7486af4a/
+# examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh lines 63-65 (HEAD
+# 1047080, committed 2026-06-25), read 2026-11-25; examples/gke-a3-highgpu/nccl-config.yaml at the
+# same commit (lines 60-61, 70) has the same cores and wait with eth1-4 for the NIC names. The A3
+# TCPX environment for VM images that name the GPU NICs enp6s0/enp12s0/enp134s0/enp140s0.
 TCPX_ENV = {
-    "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "enp6s0:6-11;enp12s0:32-37;enp134s0:58-63;enp140s0:84-89",
-    "NCCL_GPUDIRECTTCPX_RX_BINDINGS": "enp6s0:12-17;enp12s0:38-43;enp134s0:64-69;enp140s0:90-95",
-    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "1000000",
+    "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "enp6s0:8-21,112-125;enp12s0:8-21,112-125;"
+    "enp134s0:60-73,164-177;enp140s0:60-73,164-177",
+    "NCCL_GPUDIRECTTCPX_RX_BINDINGS": "enp6s0:22-35,126-139;enp12s0:22-35,126-139;"
+    "enp134s0:74-87,178-191;enp140s0:74-87,178-191",
+    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
 }
 
 # Real GCE error texts, read 2026-11-25: fastai/course-v3#165 (GPUS_ALL_REGIONS),
