@@ -190,9 +190,16 @@ GPU_QUOTA = {
 }
 
 
-def gpu_quota_metric(gpu_model: str, spot: bool) -> str | None:
-    """The regional quota metric a cluster of `gpu_model` GPUs draws on (None: not known)."""
-    metric = GPU_QUOTA.get(gpu_model)
+# A3 Mega's GPUs draw on their own quota metric, not NVIDIA_H100_GPUS (Compute Engine GPU quotas:
+# "NVIDIA_H100_MEGA_GPUS"); a machine type listed here wins over its GPU model.
+GPU_QUOTA_BY_MACHINE = {"a3-megagpu-": "NVIDIA_H100_MEGA_GPUS"}
+
+
+def gpu_quota_metric(gpu_model: str, spot: bool, machine: str = "") -> str | None:
+    """The regional quota metric a cluster of `machine`/`gpu_model` GPUs draws on (None: not
+    known); PREEMPTIBLE_ for Spot."""
+    metric = next((m for p, m in GPU_QUOTA_BY_MACHINE.items() if machine.startswith(p)), None)
+    metric = metric or GPU_QUOTA.get(gpu_model)
     if metric is None:
         return None
     return f"PREEMPTIBLE_{metric}" if spot else metric

@@ -181,16 +181,27 @@ ACCOUNT = "gcp:serviceaccount/getAccount:getAccount"
 ROLE = "gcp:projects/getIamCustomRole:getIamCustomRole"
 
 
-def _quota(metric: str, value: float, region: str | None = None) -> dict:
-    """A quotaInfo in the Cloud Quotas API's shape (cloud.google.com/docs/quotas/reference/rest)."""
-    dims = {"region": region} if region else {}
+def _quota(
+    metric: str, value: float, region: str | None = None, *, where: list[str] | None = None
+) -> dict:
+    """A quotaInfo in the Cloud Quotas API's shape (cloud.google.com/docs/quotas/reference/rest,
+    and the CPUS-per-project-region example of docs/quotas/implement-common-use-cases): the
+    metric's quota id is its name with dashes, -per-project(-region); the project default has
+    no dimensions and lists the locations it applies to; a region's own value has
+    {"region": ...}."""
+    scope = "-per-project-region" if region else "-per-project"
+    default = {
+        "dimensions": {},
+        "details": [{"value": str(value)}],
+        "applicableLocations": [region] if region else ["global"],
+    }
+    if where is not None:
+        default["applicableLocations"] = where
     return {
         "metric": f"compute.googleapis.com/{metric.lower()}",
-        "quotaId": metric,
+        "quotaId": metric.replace("_", "-") + scope,
         "dimensions": ["region"] if region else [],
-        "dimensionsInfos": [
-            {"dimensions": dims, "details": [{"value": str(value)}], "applicableLocations": []}
-        ],
+        "dimensionsInfos": [default],
     }
 
 
@@ -209,6 +220,12 @@ def _image_ok(args):
 def _missing(what):
     """Not found: live the provider raises (404); the fake answers nothing."""
     return lambda args: {}
+
+
+def _fails(text: str):
+    """An invoke that fails with `text`: the provider's error, as the mock monitor delivers it
+    (an answer with a failure makes the invoke raise in the program)."""
+    return lambda args: ({}, [("", text)])
 
 
 def _account(**over):
@@ -262,7 +279,7 @@ def test_an_image_that_does_not_resolve_is_refused_before_anything():
 
 
 def test_a_gpu_quota_of_zero_is_refused_naming_the_metric_and_region():
-    quotas = [q for q in ROOMY if q["quotaId"] != "NVIDIA_A100_GPUS"]
+    quotas = [q for q in ROOMY if not q["quotaId"].startswith("NVIDIA-A100-GPUS")]
     quotas.append(_quota("NVIDIA_A100_GPUS", 0, "us-central1"))
     err = _refusal("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}))
     assert "NVIDIA_A100_GPUS quota is 0 in us-central1" in err.problem and "needs 16" in err.problem
@@ -275,7 +292,7 @@ def test_spot_draws_on_the_preemptible_gpu_quota():
 
 
 def test_a_networks_quota_spent_is_refused_with_the_existing_network_as_a_fix():
-    quotas = [q for q in ROOMY if q["quotaId"] != "NETWORKS"] + [_quota("NETWORKS", 0)]
+    quotas = [q for q in ROOMY if not q["quotaId"].startswith("NETWORKS")] + [_quota("NETWORKS", 0)]
     err = _refusal("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}))
     assert "NETWORKS" in err.problem and "vpc_id and subnet_id" in err.fix
 
@@ -330,3 +347,130 @@ def test_a_second_cluster_adopts_the_shared_account_and_role_instead_of_creating
     )
     assert opts["IAMCustomRole"].import_ == "projects/p/roles/gpufleet_self_delete"
     assert opts["Account"].retain_on_delete and opts["IAMCustomRole"].retain_on_delete
+
+
+# --- quotas: what a cluster draws on, from the sources -----------------------------------------
+
+# Compute Engine GPU quotas (https://cloud.google.com/compute/resource-usage#gpu_quota, and the
+# Compute API's Quota.metric enum, read 2026-11-25): A3 Mega's H100 Mega GPUs have their own
+# metric; A3 High's are NVIDIA_H100_GPUS. Each A3 GPU NIC is on its own VPC (Cluster Toolkit
+# a3-highgpu-8g / a3-megagpu-8g blueprints: 4 and 8 GPU networks besides the primary one).
+GPU_METRIC = {"a3-highgpu-8g": "NVIDIA_H100_GPUS", "a3-megagpu-8g": "NVIDIA_H100_MEGA_GPUS"}
+GPU_NETWORKS = {"a3-highgpu-8g": 4, "a3-megagpu-8g": 8}
+A3 = {"image": "projects/p/global/images/family/gpufleet-a3-tcpx"}
+A3_ROOMY = [
+    _quota("NETWORKS", 15),
+    _quota("GPUS_ALL_REGIONS", 64),
+    _quota("NVIDIA_H100_GPUS", 16, "us-central1"),
+    _quota("NVIDIA_H100_MEGA_GPUS", 16, "us-central1"),
+    _quota("CPUS", 500, "us-central1"),
+]
+
+
+def _with(base: list[dict], *quotas: dict) -> FakeAccount:
+    ids = {q["quotaId"] for q in quotas}
+    infos = [q for q in base if q["quotaId"] not in ids] + list(quotas)
+    return _account(**{QUOTAS: lambda a: {"quotaInfos": infos}})
+
+
+def test_an_existing_network_still_needs_the_a3_gpu_networks():
+    """Finding 2: with vpc_id and subnet_id, network.py still builds the GPU NICs' networks."""
+    networks = GPU_NETWORKS["a3-highgpu-8g"]
+    account = _with(A3_ROOMY, _quota("NETWORKS", networks - 1))
+    router = {"name": "r", "network": "projects/p/global/networks/shared", "nats": []}
+    account.invokes[ROUTERS] = lambda a: {"routers": [router]}
+    err = _refusal("gcp-a3", account, **A3, **EXISTING)
+    assert f"NETWORKS quota is {networks - 1} globally" in err.problem
+    assert f"needs {networks}" in err.problem and f"its {networks} GPU networks" in err.fix
+
+
+def test_a3_mega_draws_on_the_h100_mega_quota():
+    account = _with(A3_ROOMY, _quota(GPU_METRIC["a3-megagpu-8g"], 0, "us-central1"))
+    err = _refusal("gcp-a3", account, instance_type="a3-megagpu-8g", zone="us-central1-a", **A3)
+    assert f"{GPU_METRIC['a3-megagpu-8g']} quota is 0 in us-central1" in err.problem
+
+
+def test_a_quota_the_api_does_not_list_is_said_not_checked():
+    """Finding 3: an unlisted metric passed silently."""
+    quotas = [q for q in ROOMY if not q["quotaId"].startswith("CPUS")]
+    built, _ = _run("gcp-a2", _account(**{QUOTAS: lambda a: {"quotaInfos": quotas}}))
+    (quota,) = [c for c in built[0].checks if "quota" in c.fact]
+    assert "CPUS not listed: not checked" in quota.detail
+
+
+# https://cloud.google.com/docs/quotas/implement-common-use-cases and
+# https://cloud.google.com/docs/quotas/terminology ("a service-specific dimension, such as
+# gpu_family"), read 2026-11-25: the per-family GPU quota and its dimensions.
+PER_FAMILY = {"quotaId": "GPUS-PER-GPU-FAMILY-per-project-region", "dims": ["region", "gpu_family"]}
+
+
+def test_the_per_family_gpu_quota_is_read_when_the_project_has_one():
+    per_family = {
+        "metric": "compute.googleapis.com/gpus_per_gpu_family",
+        "quotaId": PER_FAMILY["quotaId"],
+        "dimensions": PER_FAMILY["dims"],
+        "dimensionsInfos": [
+            {
+                "dimensions": {"region": "us-central1", "gpu_family": "NVIDIA_A100"},
+                "details": [{"value": "8"}],
+                "applicableLocations": ["us-central1"],
+            },
+            {
+                "dimensions": {"region": "us-central1", "gpu_family": "NVIDIA_L4"},
+                "details": [{"value": "64"}],
+                "applicableLocations": ["us-central1"],
+            },
+        ],
+    }
+    err = _refusal("gcp-a2", _with(ROOMY, per_family))
+    assert "GPUS-PER-GPU-FAMILY (NVIDIA_A100) quota is 8 in us-central1" in err.problem
+
+
+def test_a_negative_quota_value_is_unlimited():
+    """Cloud Quotas API reference (QuotaDetails.value, read 2026-11-25): -1 means unlimited."""
+    built, _ = _run("gcp-a2", _with(ROOMY, _quota("NVIDIA_A100_GPUS", -1, "us-central1")))
+    assert any("NVIDIA_A100_GPUS unlimited >= 16" in c.detail for c in built[0].checks)
+
+
+def test_a_default_for_other_locations_does_not_apply_here():
+    """applicableLocations: a dimensions info applies only to the locations it lists."""
+    elsewhere = _quota("NVIDIA_A100_GPUS", 0, "us-central1", where=["europe-west4"])
+    here = {"dimensions": {}, "details": [{"value": "16"}], "applicableLocations": ["us-central1"]}
+    elsewhere["dimensionsInfos"].append(here)
+    built, _ = _run("gcp-a2", _with(ROOMY, elsewhere))
+    assert any("NVIDIA_A100_GPUS 16 >= 16" in c.detail for c in built[0].checks)
+
+
+# Terraform provider issue hashicorp/terraform-provider-google#21165 (read 2026-11-25): a
+# project where the API is off answers "Cloud Quotas API has not been used in project … before
+# or it is disabled" (SERVICE_DISABLED); the API is not enabled by default.
+QUOTAS_DISABLED = (
+    "googleapi: Error 403: Cloud Quotas API has not been used in project 123 before or it is "
+    "disabled. Enable it by visiting https://console.developers.google.com/apis/api/"
+    "cloudquotas.googleapis.com/overview?project=123, SERVICE_DISABLED"
+)
+
+
+@pytest.mark.parametrize("text", [QUOTAS_DISABLED, "googleapi: Error 403: PERMISSION_DENIED"])
+def test_a_quotas_api_that_cannot_be_asked_skips_the_check_with_the_fix(text):
+    built, p = _run("gcp-a2", _account(**{QUOTAS: _fails(text)}))
+    (quota,) = [c for c in built[0].checks if "quota" in c.fact]
+    assert quota.status == "skipped" and "cloudquotas.googleapis.com" in quota.detail
+    assert p.of_type(VM)
+
+
+# Create and use Spot VMs, https://docs.cloud.google.com/compute/docs/instances/create-use-spot
+# ("Before you begin"), read 2026-11-25: "To prevent Spot VMs from consuming your quotas for
+# standard VMs' CPUs, GPUs, and disks, consider requesting preemptible quota for Spot VMs":
+# without preemptible quota, Spot VMs draw on the standard quota.
+SPOT_WITHOUT_PREEMPTIBLE_QUOTA_USES = "standard"
+
+
+def test_spot_without_preemptible_quota_draws_on_the_standard_quota():
+    assert SPOT_WITHOUT_PREEMPTIBLE_QUOTA_USES == "standard"
+    built, _ = _run("gcp-a2", _account(), spot=True)  # no PREEMPTIBLE_* listed; standard roomy
+    (quota,) = [c for c in built[0].checks if "quota" in c.fact]
+    assert "NVIDIA_A100_GPUS 16 >= 16 (PREEMPTIBLE_NVIDIA_A100_GPUS not listed" in quota.detail
+    short = _with(ROOMY, _quota("NVIDIA_A100_GPUS", 0, "us-central1"))
+    err = _refusal("gcp-a2", short, spot=True)
+    assert "NVIDIA_A100_GPUS quota is 0 in us-central1" in err.problem
