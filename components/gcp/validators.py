@@ -257,4 +257,45 @@ NAT = Validator(
     applies="vpc_id and subnet_id given, private workers, more than one node",
 )
 
-VALIDATORS = [IMAGE, QUOTAS, NAT]
+
+def check_role(spec: ClusterSpec, it: InstanceType) -> str | None:
+    from gpufleet.components.gcp.identity import role_state
+    from gpufleet.components.gcp.rules import SELF_DELETE_PERMISSIONS, SELF_DELETE_ROLE_ID
+
+    project = _project()
+    role = f"projects/{project}/roles/{SELF_DELETE_ROLE_ID}"
+    try:
+        state, found = role_state(project)
+    except Exception as e:
+        # Not Unanswered: whether to create or adopt the role depends on this answer.
+        raise refuse(
+            ROLE,
+            f"cannot read {role} ({str(e).splitlines()[0][:160]}), so gpufleet cannot tell "
+            "whether to create it or adopt it",
+            "grant the caller iam.roles.get on the project (roles/iam.roleViewer)",
+        ) from e
+    if state == "absent":
+        return f"{role} absent: this cluster creates it"
+    if state == "deleted":
+        return f"{role} deleted (within 7 days): this cluster undeletes it"
+    have = set(_get(found, "permissions") or [])
+    missing = [p for p in SELF_DELETE_PERMISSIONS if p not in have]
+    if missing:
+        raise refuse(
+            ROLE,
+            f"{role} exists without {', '.join(missing)}, so nodes could not delete themselves "
+            "at expiry (gpufleet adopts the role as it is)",
+            f"gcloud iam roles update {SELF_DELETE_ROLE_ID} --project {project} "
+            f"--add-permissions {','.join(missing)}",
+        )
+    return f"{role} live, holds {', '.join(SELF_DELETE_PERMISSIONS)}: adopted"
+
+
+ROLE = Validator(
+    "gcp",
+    "the shared self-delete role can be adopted (readable; holds compute.instances.delete)",
+    "IAM projects.roles.get (gcp.projects.get_iam_custom_role)",
+    check_role,
+)
+
+VALIDATORS = [IMAGE, QUOTAS, NAT, ROLE]

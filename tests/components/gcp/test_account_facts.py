@@ -321,32 +321,50 @@ def test_an_existing_subnet_with_cloud_nat_passes_and_the_stack_adds_no_nat():
     assert not p.of_type(NAT)
 
 
-def test_a_second_cluster_adopts_the_shared_account_and_role_instead_of_creating_them(monkeypatch):
-    """Item 12: found by the lookups, the account and role are imported, and every cluster keeps
-    them on `down` (retain_on_delete)."""
+def _spy_identity(monkeypatch) -> dict:
+    """The options and inputs the shared account and role are registered with."""
     import pulumi_gcp as gcp
 
-    opts: dict = {}
+    seen: dict = {}
 
     def spy(base, name):
         class Spy(base):
             def __init__(self, rname, *args, opts=None, **kw):
-                seen[name] = opts
+                seen[name] = (opts, kw)
                 super().__init__(rname, *args, opts=opts, **kw)
 
         return Spy
 
-    seen = opts
     monkeypatch.setattr(gcp.serviceaccount, "Account", spy(gcp.serviceaccount.Account, "Account"))
     monkeypatch.setattr(
         gcp.projects, "IAMCustomRole", spy(gcp.projects.IAMCustomRole, "IAMCustomRole")
     )
-    _run("gcp-a2", _account(**{ACCOUNT: lambda a: {"email": "x"}, ROLE: lambda a: {"name": "r"}}))
-    assert opts["Account"].import_ == (
-        "projects/p/serviceAccounts/gpufleet-nodes@p.iam.gserviceaccount.com"
-    )
-    assert opts["IAMCustomRole"].import_ == "projects/p/roles/gpufleet_self_delete"
-    assert opts["Account"].retain_on_delete and opts["IAMCustomRole"].retain_on_delete
+    return seen
+
+
+LIVE_ROLE = {
+    "name": "projects/p/roles/gpufleet_self_delete",
+    "deleted": False,
+    "permissions": ["compute.instances.delete"],
+    "title": "an older title",
+}
+
+
+def test_a_second_cluster_adopts_the_shared_account_and_role_instead_of_creating_them(monkeypatch):
+    """Item 12 and finding 6: the account is created with create_ignore_already_exists (an
+    existing one is adopted by Create, no import to mismatch, no race between two first `up`s:
+    pulumi_gcp serviceaccount.Account, "skip service account creation if a service account with
+    the same email already exists"); a live role is imported ignoring the fields a person may
+    have edited (Pulumi fails an import whose inputs differ: "inputs to import do not match the
+    existing resource"); every cluster keeps both on `down` (retain_on_delete)."""
+    seen = _spy_identity(monkeypatch)
+    _run("gcp-a2", _account(**{ACCOUNT: lambda a: {"email": "x"}, ROLE: lambda a: LIVE_ROLE}))
+    account_opts, account_kw = seen["Account"]
+    role_opts, _ = seen["IAMCustomRole"]
+    assert account_opts.import_ is None and account_kw["create_ignore_already_exists"] is True
+    assert role_opts.import_ == "projects/p/roles/gpufleet_self_delete"
+    assert {"title", "description", "permissions"} <= set(role_opts.ignore_changes)
+    assert account_opts.retain_on_delete and role_opts.retain_on_delete
 
 
 # --- quotas: what a cluster draws on, from the sources -----------------------------------------
@@ -474,3 +492,34 @@ def test_spot_without_preemptible_quota_draws_on_the_standard_quota():
     short = _with(ROOMY, _quota("NVIDIA_A100_GPUS", 0, "us-central1"))
     err = _refusal("gcp-a2", short, spot=True)
     assert "NVIDIA_A100_GPUS quota is 0 in us-central1" in err.problem
+
+
+def test_a_soft_deleted_role_is_not_imported_so_create_undeletes_it(monkeypatch):
+    """Finding 5. IAM projects.roles.get answers a role deleted within 7 days with
+    "deleted": true (iam/docs/reference/rest/v1/projects.roles, Role.deleted, read 2026-11-25);
+    terraform-provider-google's Create of google_project_iam_custom_role undeletes such a role
+    (resource_google_project_iam_custom_role.go: Roles.Undelete, read 2026-11-25). Imported, it
+    would stay deleted and no node could delete itself."""
+    seen = _spy_identity(monkeypatch)
+    deleted = {**LIVE_ROLE, "deleted": True}
+    built, _ = _run("gcp-a2", _account(**{ROLE: lambda a: deleted}))
+    assert seen["IAMCustomRole"][0].import_ is None
+    assert any("undeletes it" in c.detail for c in built[0].checks)
+
+
+def test_a_live_role_without_the_delete_permission_is_refused_with_the_fix():
+    """Finding 6: the import ignores permissions, so the validator checks the live role."""
+    edited = {**LIVE_ROLE, "permissions": ["compute.instances.get"]}
+    err = _refusal("gcp-a2", _account(**{ROLE: lambda a: edited}))
+    assert "without compute.instances.delete" in err.problem
+    assert "--add-permissions compute.instances.delete" in err.fix
+
+
+def test_a_role_that_cannot_be_read_is_not_taken_for_absent(monkeypatch):
+    """Finding 6: a 403 on projects.roles.get is not "not found" (which would create a role
+    that may exist, and fail); it refuses naming the permission to grant."""
+    seen = _spy_identity(monkeypatch)
+    denied = _fails("googleapi: Error 403: Permission 'iam.roles.get' denied, forbidden")
+    err = _refusal("gcp-a2", _account(**{ROLE: denied}))
+    assert "cannot read" in err.problem and "iam.roles.get" in err.fix
+    assert "IAMCustomRole" not in seen
