@@ -333,6 +333,14 @@ def spec_rules(spec: ClusterSpec) -> None:
             f"(at most {COMPACT_MAX_VMS} VMs)",
             f"use at most {COMPACT_MAX_VMS} nodes per cluster",
         )
+    if spec.vpc_id and not spec.subnet_id:
+        # network.py would build a network of its own and leave vpc_id unused.
+        raise SpecError(
+            "subnet_id",
+            "is missing: vpc_id alone names a network but not the subnet the nodes join",
+            "pass subnet_id of a subnet of that network in the cluster's region "
+            "(projects/P/regions/R/subnetworks/S), or leave out vpc_id to build a network",
+        )
     if spec.fabric in A3_NEEDS and not spec.image:
         raise SpecError(
             "image",

@@ -222,6 +222,27 @@ QUOTAS = Validator(
 )
 
 
+def _network_project(vpc_id: str) -> str | None:
+    """The project that owns a network (a Shared VPC's host project), from its id or URL."""
+    parts = vpc_id.split("/")
+    return parts[parts.index("projects") + 1] if "projects" in parts[:-1] else None
+
+
+def _nat_serves(nat: Any, subnet: str) -> str | None:
+    """Why this NAT gives the subnet egress, or None."""
+    if str(_get(nat, "type") or "PUBLIC") == "PRIVATE":
+        return None  # Private NAT: to other VPCs, not the internet
+    scope = str(_get(nat, "source_subnetwork_ip_ranges_to_nat") or "")
+    if scope.startswith("ALL_SUBNETWORKS"):
+        return scope
+    if scope == "LIST_OF_SUBNETWORKS":
+        listed = [
+            str(_get(s, "name") or "").rsplit("/", 1)[-1] for s in _get(nat, "subnetworks") or []
+        ]
+        return f"{subnet} in its LIST_OF_SUBNETWORKS" if subnet in listed else None
+    return None
+
+
 def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     if not (spec.vpc_id and spec.subnet_id) or spec.public_workers or spec.nodes < 2:
         return None
@@ -230,29 +251,34 @@ def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     _, region = zone_and_region(spec)
     network = spec.vpc_id.rsplit("/", 1)[-1]
     subnet = spec.subnet_id.rsplit("/", 1)[-1]
-    routers = _get(gcp.compute.get_routers(region=region), "routers") or []
+    # A Shared VPC's routers live in its host project, not the cluster's.
+    host = _network_project(spec.vpc_id) or _project()
+    routers = _get(gcp.compute.get_routers(project=host, region=region), "routers") or []
     for router in routers:
         if str(_get(router, "network") or "").rsplit("/", 1)[-1] != network:
             continue
-        for nat in _get(router, "nats") or []:
-            scope = str(_get(nat, "source_subnetwork_ip_ranges_to_nat") or "")
-            found = f"Cloud NAT {_get(nat, 'name')} on router {_get(router, 'name')} ({region})"
-            if scope.startswith("ALL_SUBNETWORKS"):
-                return found
-            if scope == "LIST_OF_SUBNETWORKS":  # routers.list via the provider omits the list
-                return found + f", for a list of subnets (that {subnet} is in it is not checked)"
+        for listed in _get(router, "nats") or []:
+            # routers.list via the provider omits a NAT's subnet list and type: read each NAT.
+            nat = gcp.compute.get_router_nat(
+                name=_get(listed, "name"), router=_get(router, "name"), region=region, project=host
+            )
+            why = _nat_serves(nat, subnet)
+            if why:
+                where = f"router {_get(router, 'name')} ({host}, {region})"
+                return f"Cloud NAT {_get(nat, 'name')} on {where}: {why}"
     raise refuse(
         NAT,
-        f"no Cloud NAT in {region} serves subnet {subnet} of network {network}, so the "
-        "workers (no external IP) could not fetch packages",
-        f"add a Cloud Router with NAT for the subnet in {region}, or set public_workers: true",
+        f"no public Cloud NAT in {region} serves subnet {subnet} of network {network} (project "
+        f"{host}), so the workers (no external IP) could not fetch packages",
+        f"add a Cloud Router with NAT for the subnet in {region} (all subnets, or {subnet} in "
+        "its list), or set public_workers: true",
     )
 
 
 NAT = Validator(
     "gcp",
     "an existing subnet gives the workers egress (Cloud NAT)",
-    "GCE routers.list (gcp.compute.get_routers)",
+    "GCE routers.list and routers.getNatConfig (gcp.compute.get_routers, get_router_nat)",
     check_nat,
     applies="vpc_id and subnet_id given, private workers, more than one node",
 )

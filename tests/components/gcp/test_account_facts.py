@@ -93,11 +93,13 @@ def test_a_reservation_brings_its_own_placement_policy():
     assert plan("gcp-a2").of_type(POLICY), "without a reservation the compact policy stays"
 
 
-def test_an_existing_network_without_its_subnet_still_gets_nat_for_the_workers():
-    """Item 9: vpc_id alone builds the stack's own network (a subnet is needed), so its NAT too:
-    Cloud NAT serves VMs without an external IP (the workers)."""
-    p = plan("gcp-a2", vpc_id="projects/p/global/networks/shared")
-    assert p.of_type(NAT)
+def test_an_existing_network_without_its_subnet_is_refused_naming_subnet_id():
+    """Item 9 / finding 8: vpc_id alone built a network of the stack's own and left vpc_id
+    unused (network.py takes an existing network only with its subnet); it is refused naming
+    the missing field instead."""
+    with pytest.raises(SpecError) as e:
+        plan("gcp-a2", vpc_id="projects/p/global/networks/shared")
+    assert e.value.field == "subnet_id" and "subnet_id" in e.value.fix
 
 
 def test_the_cli_sets_the_project_from_the_environment_or_refuses_naming_the_field():
@@ -177,6 +179,7 @@ IMAGE = "gcp:compute/getImage:getImage"
 CLIENT = "gcp:organizations/getClientConfig:getClientConfig"
 QUOTAS = "gcp:cloudquota/getSQuotaInfos:getSQuotaInfos"
 ROUTERS = "gcp:compute/getRouters:getRouters"
+ROUTER_NAT = "gcp:compute/getRouterNat:getRouterNat"
 ACCOUNT = "gcp:serviceaccount/getAccount:getAccount"
 ROLE = "gcp:projects/getIamCustomRole:getIamCustomRole"
 
@@ -305,20 +308,71 @@ EXISTING = {
 
 def test_an_existing_subnet_without_cloud_nat_is_refused():
     err = _refusal("gcp-a2", _account(), **EXISTING)
-    assert "no Cloud NAT" in err.problem and "public_workers" in err.fix
+    assert "no public Cloud NAT" in err.problem and "public_workers" in err.fix
+
+
+def _nat_account(host: str, **nat) -> tuple[FakeAccount, list[dict]]:
+    """A router with one NAT in `host` on network shared; getRouterNat answers `nat`; the
+    routers.list calls' arguments are recorded."""
+    asked: list[dict] = []
+    full = {"name": "nat1", "type": "PUBLIC", **nat}
+    router = {
+        "name": "r1",
+        "network": f"https://www.googleapis.com/compute/v1/projects/{host}/global/networks/shared",
+        "nats": [full],  # as listed; the validator reads each NAT itself
+    }
+
+    def routers(args):
+        asked.append(args)
+        return {"routers": [router] if (args.get("project") or "p") == host else []}
+
+    return _account(**{ROUTERS: routers, ROUTER_NAT: lambda a: full}), asked
 
 
 def test_an_existing_subnet_with_cloud_nat_passes_and_the_stack_adds_no_nat():
-    router = {
-        "name": "r1",
-        "network": "https://www.googleapis.com/compute/v1/projects/p/global/networks/shared",
-        "nats": [
-            {"name": "nat1", "sourceSubnetworkIpRangesToNat": "ALL_SUBNETWORKS_ALL_IP_RANGES"}
-        ],
-    }
-    built, p = _run("gcp-a2", _account(**{ROUTERS: lambda a: {"routers": [router]}}), **EXISTING)
+    account, _ = _nat_account("p", sourceSubnetworkIpRangesToNat="ALL_SUBNETWORKS_ALL_IP_RANGES")
+    built, p = _run("gcp-a2", account, **EXISTING)
     assert any("Cloud NAT nat1" in c.detail for c in built[0].checks)
     assert not p.of_type(NAT)
+
+
+# Cloud NAT, https://cloud.google.com/nat/docs/overview and the Router.nats[] reference
+# (compute/docs/reference/rest/v1/routers, read 2026-11-25): sourceSubnetworkIpRangesToNat
+# LIST_OF_SUBNETWORKS serves only the subnets in nats[].subnetworks[]; type PRIVATE is Private
+# NAT (between VPC networks, no internet egress); a Shared VPC's routers are in its host
+# project, named in the network's URL.
+NAT_SERVES = {
+    ("PUBLIC", "LIST_OF_SUBNETWORKS", "shared-uc1"): True,
+    ("PUBLIC", "LIST_OF_SUBNETWORKS", "other"): False,
+    ("PRIVATE", "ALL_SUBNETWORKS_ALL_IP_RANGES", None): False,
+}
+
+
+@pytest.mark.parametrize("case", list(NAT_SERVES))
+def test_a_nat_for_a_list_of_subnets_or_a_private_nat_is_read_exactly(case):
+    kind, scope, listed = case
+    subnets = [{"name": f"projects/p/regions/us-central1/subnetworks/{listed}"}] if listed else []
+    account, _ = _nat_account(
+        "p", type=kind, sourceSubnetworkIpRangesToNat=scope, subnetworks=subnets
+    )
+    if NAT_SERVES[case]:
+        built, _ = _run("gcp-a2", account, **EXISTING)
+        assert any("shared-uc1 in its LIST_OF_SUBNETWORKS" in c.detail for c in built[0].checks)
+    else:
+        assert "no public Cloud NAT" in _refusal("gcp-a2", account, **EXISTING).problem
+
+
+def test_a_shared_vpc_is_asked_in_its_host_project():
+    account, asked = _nat_account(
+        "host", sourceSubnetworkIpRangesToNat="ALL_SUBNETWORKS_ALL_IP_RANGES"
+    )
+    shared = {
+        "vpc_id": "projects/host/global/networks/shared",
+        "subnet_id": "projects/host/regions/us-central1/subnetworks/shared-uc1",
+    }
+    built, _ = _run("gcp-a2", account, **shared)
+    assert [a.get("project") for a in asked] == ["host"]
+    assert any("(host, us-central1)" in c.detail for c in built[0].checks)
 
 
 def _spy_identity(monkeypatch) -> dict:
