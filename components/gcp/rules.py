@@ -155,8 +155,9 @@ def project_from_env(env: dict[str, str]) -> str:
     raise SpecError(
         "gcp:project",
         "no Google Cloud project is set, so GCE would not know where to create the cluster",
-        "export GOOGLE_CLOUD_PROJECT=<project id> (or CLOUDSDK_CORE_PROJECT, as "
-        "`gcloud config set project` does for gcloud), or `pulumi config set gcp:project <id>`",
+        "`pulumi config set gcp:project <id>` on the stack, or export GOOGLE_CLOUD_PROJECT=<id> "
+        "(or GOOGLE_PROJECT, GCLOUD_PROJECT, CLOUDSDK_CORE_PROJECT); `gcloud config set project` "
+        "writes gcloud's own properties file, which the provider does not read",
     )
 
 

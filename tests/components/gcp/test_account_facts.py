@@ -102,16 +102,48 @@ def test_an_existing_network_without_its_subnet_is_refused_naming_subnet_id():
     assert e.value.field == "subnet_id" and "subnet_id" in e.value.fix
 
 
-def test_the_cli_sets_the_project_from_the_environment_or_refuses_naming_the_field():
-    """Item 10: the provider needs a project; GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT are
-    where Google's tools read it (cloud.google.com/docs/authentication, gcloud config)."""
+# terraform-provider-google, provider/provider.go (the `project` field's DefaultFunc) and the
+# Pulumi gcp provider's installation & configuration page (https://www.pulumi.com/registry/
+# packages/gcp/installation-configuration/), read 2026-11-25: the provider takes its project
+# from its configuration (gcp:project), else from GOOGLE_PROJECT, GOOGLE_CLOUD_PROJECT,
+# GCLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, in that order; `gcloud config set project` writes
+# gcloud's properties file (cloud.google.com/sdk/gcloud/reference/config/set), no variable.
+PROJECT_ORDER = ["gcp:project", "GOOGLE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT",
+                 "CLOUDSDK_CORE_PROJECT"]  # fmt: skip
+
+
+def test_the_cli_sets_the_project_in_the_providers_order_and_never_over_the_stacks_own():
+    """Item 10 / finding 9."""
     from gpufleet.components.registry import provider_config
 
     spec = stackconfig.spec_from_config(stackconfig.stack_config("gcp-g2"), stack="gcp-g2")
-    assert provider_config(spec, {"CLOUDSDK_CORE_PROJECT": "proj-1"})["gcp:project"] == "proj-1"
+    for k, key in enumerate(PROJECT_ORDER):
+        given = {other: f"from-{other}" for other in PROJECT_ORDER[k:]}
+        stack = {"gcp:project": given.pop("gcp:project")} if key == "gcp:project" else {}
+        got = provider_config(spec, given, stack_config=stack)["gcp:project"]
+        assert got == f"from-{key}", (key, got)
     with pytest.raises(SpecError) as e:
-        provider_config(spec, {})
+        provider_config(spec, {}, stack_config={})
     assert e.value.field == "gcp:project" and "GOOGLE_CLOUD_PROJECT" in e.value.fix
+    assert "pulumi config set gcp:project" in e.value.fix
+    assert not re.search(r"gcloud config set project`? (does|sets)", e.value.fix)
+
+
+def test_up_keeps_the_gcp_project_the_stack_already_has(monkeypatch):
+    """Finding 9: `up` wrote the environment's project over the stack's own gcp:project."""
+    from types import SimpleNamespace
+
+    from gpufleet.provision import pulumi as pp
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "from-env")
+    written: dict = {}
+    stack = SimpleNamespace(
+        get_all_config=lambda: {"gcp:project": SimpleNamespace(value="the-stacks")},
+        set_config=lambda k, v: written.__setitem__(k, v.value),
+    )
+    spec = stackconfig.spec_from_config(stackconfig.stack_config("gcp-g2"), stack="gcp-g2")
+    pp.set_provider_config(stack, spec)
+    assert written["gcp:project"] == "the-stacks"
 
 
 def test_a_ttl_change_touches_only_what_replaces_the_vm_and_deletes_before_creating(monkeypatch):
