@@ -156,6 +156,11 @@ class GpuFleet(GpufleetComponent):
                     "ssh-keys": ssh_key,
                     # Else the guest agent installs every project-wide key, with sudo.
                     "block-project-ssh-keys": "TRUE",
+                    # The recipe owns the driver (images/steps/10-driver.sh keeps a loaded one
+                    # on the pinned branch, else installs the pinned version and reboots once);
+                    # the Deep Learning VM's own first-boot installer, which this key turns on,
+                    # would race it and reboot under it.
+                    "install-nvidia-driver": "False",
                 },
                 # The recipe's driver is built by DKMS and unsigned: Secure Boot would refuse to
                 # load it (images/steps/10-driver.sh). An org policy compute.requireShieldedVm

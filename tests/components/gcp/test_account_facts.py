@@ -180,6 +180,23 @@ def test_project_wide_ssh_keys_are_blocked_and_secure_boot_is_off_for_the_dkms_d
         assert vm.inputs["shieldedInstanceConfig"]["enableSecureBoot"] is False
 
 
+# Deep Learning VM, "Create a Deep Learning VM instance from the command line"
+# (https://cloud.google.com/deep-learning-vm/docs/cli, GPU section; the same flag in
+# drsxr/ml-lessons running_on_gcp.md), read 2026-11-25: metadata install-nvidia-driver=True makes
+# the image install the NVIDIA driver itself on first boot. gpufleet's recipe installs and pins
+# the driver (images/steps/10-driver.sh), so the image's installer must stay off.
+DLVM_DRIVER_INSTALLER_KEY = ("install-nvidia-driver", "True")
+
+
+def test_the_deep_learning_vm_does_not_install_a_driver_under_the_recipe():
+    """Finding 11: two installers on first boot (the DLVM's and 10-driver.sh) race; the key is
+    set, and not to the value that turns the image's installer on."""
+    key, on = DLVM_DRIVER_INSTALLER_KEY
+    for vm in plan("gcp-a2").of_type(VM):
+        value = vm.inputs["metadata"].get(key)
+        assert value is not None and str(value).lower() != on.lower(), value
+
+
 def test_the_tcpx_environment_has_the_nic_bindings_and_flow_steering_wait():
     """Item 14: TCPX without the TX/RX CPU bindings and flow-steering wait (Cluster Toolkit)."""
     from gpufleet.components.fabric import nccl_env
