@@ -236,7 +236,6 @@ CLIENT = "gcp:organizations/getClientConfig:getClientConfig"
 QUOTAS = "gcp:cloudquota/getSQuotaInfos:getSQuotaInfos"
 ROUTERS = "gcp:compute/getRouters:getRouters"
 ROUTER_NAT = "gcp:compute/getRouterNat:getRouterNat"
-ACCOUNT = "gcp:serviceaccount/getAccount:getAccount"
 ROLE = "gcp:projects/getIamCustomRole:getIamCustomRole"
 
 
@@ -293,7 +292,6 @@ def _account(**over):
         IMAGE: _image_ok,
         QUOTAS: lambda a: {"quotaInfos": ROOMY},
         ROUTERS: lambda a: {"routers": []},
-        ACCOUNT: _missing("gpufleet-nodes"),
         ROLE: _missing("gpufleet_self_delete"),
     }
     invokes.update(over)
@@ -468,7 +466,7 @@ def test_a_second_cluster_adopts_the_shared_account_and_role_instead_of_creating
     have edited (Pulumi fails an import whose inputs differ: "inputs to import do not match the
     existing resource"); every cluster keeps both on `down` (retain_on_delete)."""
     seen = _spy_identity(monkeypatch)
-    _run("gcp-a2", _account(**{ACCOUNT: lambda a: {"email": "x"}, ROLE: lambda a: LIVE_ROLE}))
+    _run("gcp-a2", _account(**{ROLE: lambda a: LIVE_ROLE}))
     account_opts, account_kw = seen["Account"]
     role_opts, _ = seen["IAMCustomRole"]
     assert account_opts.import_ is None and account_kw["create_ignore_already_exists"] is True
