@@ -36,12 +36,15 @@ _NCCL_ENV: dict[str, dict[str, str]] = {
         "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
         # Each GPU NIC's TX/RX threads on cores of its NUMA node; without the bindings and the
         # flow-steering wait the plugin runs far below line rate (Cluster Toolkit
-        # examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh).
-        "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "enp6s0:6-11;enp12s0:32-37;enp134s0:58-63;enp140s0:84-89",
-        "NCCL_GPUDIRECTTCPX_RX_BINDINGS": (
-            "enp6s0:12-17;enp12s0:38-43;enp134s0:64-69;enp140s0:90-95"
+        # examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh at 1047080).
+        "NCCL_GPUDIRECTTCPX_TX_BINDINGS": (
+            "enp6s0:8-21,112-125;enp12s0:8-21,112-125;enp134s0:60-73,164-177;enp140s0:60-73,164-177"
         ),
-        "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "1000000",
+        "NCCL_GPUDIRECTTCPX_RX_BINDINGS": (
+            "enp6s0:22-35,126-139;enp12s0:22-35,126-139;"
+            "enp134s0:74-87,178-191;enp140s0:74-87,178-191"
+        ),
+        "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
         "NCCL_SOCKET_IFNAME": "enp0s12",
         "NCCL_CROSS_NIC": "0",
         "NCCL_ALGO": "Ring",

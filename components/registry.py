@@ -75,9 +75,14 @@ def refuse_extension(cloud: str, created_expiry: float, wanted: float) -> tuple[
 REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
 
-def provider_config(spec: ClusterSpec, env: dict[str, str] | None = None) -> dict[str, str]:
-    """Provider settings for a spec's stack: its region, and on GCP its project (from the
-    environment the provider and gcloud read; refused with the fix when none is set)."""
+def provider_config(
+    spec: ClusterSpec,
+    env: dict[str, str] | None = None,
+    stack_config: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Provider settings for a spec's stack: its region, and on GCP its project: the stack's
+    own gcp:project when it has one (an environment variable never overrides it), else the
+    environment the provider reads; refused with the fix when both are empty."""
     import os
 
     out = {}
@@ -87,7 +92,8 @@ def provider_config(spec: ClusterSpec, env: dict[str, str] | None = None) -> dic
     if spec.cloud == "gcp":
         from gpufleet.components.gcp.rules import project_from_env
 
-        out["gcp:project"] = project_from_env(dict(os.environ) if env is None else env)
+        own = (stack_config or {}).get("gcp:project")
+        out["gcp:project"] = own or project_from_env(dict(os.environ) if env is None else env)
     return out
 
 

@@ -158,6 +158,11 @@ class GpuFleet(GpufleetComponent):
                     "block-project-ssh-keys": "TRUE",
                     # the guest agent publishes the VM's own host keys (hostkeys/), no secret
                     "enable-guest-attributes": "TRUE",
+                    # The recipe owns the driver (images/steps/10-driver.sh keeps a loaded one
+                    # on the pinned branch, else installs the pinned version and reboots once);
+                    # the Deep Learning VM's own first-boot installer, which this key turns on,
+                    # would race it and reboot under it.
+                    "install-nvidia-driver": "False",
                 },
                 # The recipe's driver is built by DKMS and unsigned: Secure Boot would refuse to
                 # load it (images/steps/10-driver.sh). An org policy compute.requireShieldedVm

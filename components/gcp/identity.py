@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -21,13 +20,23 @@ from gpufleet.components.validators import offline
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
-def _exists(lookup: Callable[[], Any], key: str) -> bool:
-    """Whether the lookup finds it: it raises (live) or answers without `key` when not found."""
+def role_state(project: str) -> tuple[str, Any]:
+    """("absent" | "deleted" | "live", the role as read) of the shared custom role.
+
+    Not found is an empty answer or a 404; any other failure (403: the caller may not read
+    roles) raises, so an unreadable role is never mistaken for an absent one."""
     try:
-        found = lookup()
-    except Exception:  # not found (or not readable): the stack creates it, GCE says if it can't
-        return False
-    return bool(found.get(key) if isinstance(found, dict) else getattr(found, key, None))
+        found = gcp.projects.get_iam_custom_role(project=project, role_id=SELF_DELETE_ROLE_ID)
+    except Exception as e:
+        if any(k in str(e) for k in ("404", "notFound", "was not found", "does not exist")):
+            return "absent", None
+        raise
+    get = (
+        (lambda k: found.get(k)) if isinstance(found, dict) else (lambda k: getattr(found, k, None))
+    )
+    if not get("name"):
+        return "absent", None
+    return ("deleted" if get("deleted") else "live"), found
 
 
 def project_id() -> str:
@@ -39,42 +48,46 @@ class SharedIdentity:
     """What lets a node delete its own VM at its lease or expiry (images/ttl/gpufleet-expire).
 
     One account and one custom role holding only compute.instances.delete, with fixed ids, per
-    project. The first cluster creates them; every later one adopts them (`import_`, after a
-    lookup) instead of creating its own; `retain_on_delete` keeps them when a cluster goes down,
-    so no cluster's `down` or failed attempt deletes them: a deleted role counts toward the
-    project's 300 for 7 days (iam projects.roles.delete) and its id is taken for up to 37. The
-    role is granted per instance (an instance-level binding,
-    compute/docs/access/managing-access-to-resources), never on the project: the account can
-    delete only VMs of live gpufleet clusters (of any of them: a node's token reaches its
-    neighbours' clusters too, the price of sharing one account).
+    project, never deleted by a cluster (`retain_on_delete`): a deleted role counts toward the
+    project's 300 for 7 days (iam projects.roles.delete) and its id is taken for up to 37.
+
+    The account is created with create_ignore_already_exists: when it exists (another cluster
+    made it, or two first `up`s race), Create adopts it instead of failing, and no import
+    compares its inputs. The role is imported when it is live, ignoring title, description,
+    stage and permissions (an import whose inputs differ from the live role fails); the ROLE
+    validator checks before that the live role holds compute.instances.delete. A role deleted
+    within the last 7 days is not imported: Create undeletes it (terraform-provider-google
+    resource_google_project_iam_custom_role.go calls Roles.Undelete). Two clusters' first `up`
+    at the same moment can still both try to create the role; the second fails with "already
+    exists" and succeeds when run again (it then imports it).
+
+    The trade-off of sharing one account: the role is granted per instance (an instance-level
+    binding, compute/docs/access/managing-access-to-resources), never on the project, so a
+    node's token holds compute.instances.delete on every instance that has a binding, that is
+    on the VMs of every live gpufleet cluster of the project, not only its own. It holds no
+    list permission (compute.instances.list), and instance names carry a random suffix (Pulumi
+    auto-naming), so a node cannot enumerate its neighbours; it can still delete one whose name
+    and zone it learns.
     """
 
     def __init__(self, name: str, child: pulumi.ResourceOptions):
-        account_import = role_import = None
+        role_opts = pulumi.ResourceOptions()
         if not offline():
             project = project_id()
-            email = f"{NODE_ACCOUNT_ID}@{project}.iam.gserviceaccount.com"
-            role = f"projects/{project}/roles/{SELF_DELETE_ROLE_ID}"
-            account = lambda: gcp.serviceaccount.get_account(account_id=NODE_ACCOUNT_ID)  # noqa: E731
-            if _exists(account, "email"):
-                account_import = f"projects/{project}/serviceAccounts/{email}"
-            if _exists(
-                lambda: gcp.projects.get_iam_custom_role(
-                    project=project, role_id=SELF_DELETE_ROLE_ID
-                ),
-                "name",
-            ):
-                role_import = role
+            state, _ = role_state(project)
+            if state == "live":
+                role_opts = pulumi.ResourceOptions(
+                    import_=f"projects/{project}/roles/{SELF_DELETE_ROLE_ID}",
+                    ignore_changes=["title", "description", "stage", "permissions"],
+                )
         kept = pulumi.ResourceOptions(retain_on_delete=True)
         self.account = gcp.serviceaccount.Account(
             f"{name}-nodes",
             account_id=NODE_ACCOUNT_ID,
             display_name="gpufleet nodes",
             description="gpufleet: its nodes delete their own VMs at expiry (shared by clusters)",
-            opts=pulumi.ResourceOptions.merge(
-                child,
-                pulumi.ResourceOptions.merge(kept, pulumi.ResourceOptions(import_=account_import)),
-            ),
+            create_ignore_already_exists=True,
+            opts=pulumi.ResourceOptions.merge(child, kept),
         )
         self.role = gcp.projects.IAMCustomRole(
             f"{name}-self-delete",
@@ -82,10 +95,7 @@ class SharedIdentity:
             title="gpufleet: delete own VMs",
             description="Lets a gpufleet node delete its own VM at its lease or expiry",
             permissions=list(SELF_DELETE_PERMISSIONS),
-            opts=pulumi.ResourceOptions.merge(
-                child,
-                pulumi.ResourceOptions.merge(kept, pulumi.ResourceOptions(import_=role_import)),
-            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions.merge(kept, role_opts)),
         )
         self.member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
 

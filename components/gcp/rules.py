@@ -155,8 +155,9 @@ def project_from_env(env: dict[str, str]) -> str:
     raise SpecError(
         "gcp:project",
         "no Google Cloud project is set, so GCE would not know where to create the cluster",
-        "export GOOGLE_CLOUD_PROJECT=<project id> (or CLOUDSDK_CORE_PROJECT, as "
-        "`gcloud config set project` does for gcloud), or `pulumi config set gcp:project <id>`",
+        "`pulumi config set gcp:project <id>` on the stack, or export GOOGLE_CLOUD_PROJECT=<id> "
+        "(or GOOGLE_PROJECT, GCLOUD_PROJECT, CLOUDSDK_CORE_PROJECT); `gcloud config set project` "
+        "writes gcloud's own properties file, which the provider does not read",
     )
 
 
@@ -190,9 +191,16 @@ GPU_QUOTA = {
 }
 
 
-def gpu_quota_metric(gpu_model: str, spot: bool) -> str | None:
-    """The regional quota metric a cluster of `gpu_model` GPUs draws on (None: not known)."""
-    metric = GPU_QUOTA.get(gpu_model)
+# A3 Mega's GPUs draw on their own quota metric, not NVIDIA_H100_GPUS (Compute Engine GPU quotas:
+# "NVIDIA_H100_MEGA_GPUS"); a machine type listed here wins over its GPU model.
+GPU_QUOTA_BY_MACHINE = {"a3-megagpu-": "NVIDIA_H100_MEGA_GPUS"}
+
+
+def gpu_quota_metric(gpu_model: str, spot: bool, machine: str = "") -> str | None:
+    """The regional quota metric a cluster of `machine`/`gpu_model` GPUs draws on (None: not
+    known); PREEMPTIBLE_ for Spot."""
+    metric = next((m for p, m in GPU_QUOTA_BY_MACHINE.items() if machine.startswith(p)), None)
+    metric = metric or GPU_QUOTA.get(gpu_model)
     if metric is None:
         return None
     return f"PREEMPTIBLE_{metric}" if spot else metric
@@ -325,6 +333,14 @@ def spec_rules(spec: ClusterSpec) -> None:
             f"{spec.nodes} {it} nodes do not fit one compact placement policy "
             f"(at most {COMPACT_MAX_VMS} VMs)",
             f"use at most {COMPACT_MAX_VMS} nodes per cluster",
+        )
+    if spec.vpc_id and not spec.subnet_id:
+        # network.py would build a network of its own and leave vpc_id unused.
+        raise SpecError(
+            "subnet_id",
+            "is missing: vpc_id alone names a network but not the subnet the nodes join",
+            "pass subnet_id of a subnet of that network in the cluster's region "
+            "(projects/P/regions/R/subnetworks/S), or leave out vpc_id to build a network",
         )
     if spec.fabric in A3_NEEDS and not spec.image:
         raise SpecError(

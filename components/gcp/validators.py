@@ -12,7 +12,7 @@ from gpufleet.components.gcp.rules import (
     image_name,
     zone_and_region,
 )
-from gpufleet.components.validators import Validator, refuse
+from gpufleet.components.validators import Unanswered, Validator, refuse
 
 if TYPE_CHECKING:
     from gpufleet.components.catalog import InstanceType
@@ -69,72 +69,149 @@ def _project() -> str:
     return str(_get(gcp.organizations.get_client_config(), "project"))
 
 
-def quota_limit(metric: str, region: str | None) -> float | None:
-    """The project's limit of a Compute Engine quota metric (Cloud Quotas API), in `region`
-    when it is regional; None when the API lists no such quota."""
+# The Cloud Quotas API is off by default on a project, and a caller may lack cloudquotas.quotas.get.
+_UNASKABLE = ("has not been used", "is disabled", "SERVICE_DISABLED", "PERMISSION_DENIED", "403")
+QUOTAS_API_FIX = (
+    "enable the Cloud Quotas API (`gcloud services enable cloudquotas.googleapis.com`) and grant "
+    "the caller roles/cloudquotas.viewer, so quotas are checked before anything is created"
+)
+
+
+def quota_infos() -> list[Any]:
+    """The project's Compute Engine quotaInfos (Cloud Quotas API); Unanswered when the API is
+    disabled or the caller may not read it."""
     import pulumi_gcp as gcp
 
-    infos = gcp.cloudquota.get_s_quota_infos(
-        parent=f"projects/{_project()}", service="compute.googleapis.com"
-    )
+    try:
+        infos = gcp.cloudquota.get_s_quota_infos(
+            parent=f"projects/{_project()}", service="compute.googleapis.com"
+        )
+    except Exception as e:
+        text = str(e)
+        if any(k in text for k in _UNASKABLE):
+            raise Unanswered(
+                f"Cloud Quotas API: {text.splitlines()[0][:160]}; fix: {QUOTAS_API_FIX}"
+            ) from e
+        raise
+    return list(_get(infos, "quota_infos") or [])
+
+
+def _value(detail: Any) -> float:
+    value = float(_get(detail, "value"))
+    return math.inf if value < 0 else value  # a negative limit is unlimited (Cloud Quotas API)
+
+
+def quota_limit(infos: list[Any], metric: str, region: str | None, **dims: str) -> float | None:
+    """The limit of a quota, by metric name (NETWORKS) or quota id
+    (GPUS-PER-GPU-FAMILY-per-project-region), in `region` and for `dims` (gpu_family=...):
+    the most specific dimensions info that applies wins; None when none is listed."""
     want = metric.lower()
-    for info in _get(infos, "quota_infos") or []:
-        if str(_get(info, "metric") or "").rsplit("/", 1)[-1].lower() != want:
+    for info in infos:
+        name = str(_get(info, "metric") or "").rsplit("/", 1)[-1].lower()
+        if want not in (name, str(_get(info, "quota_id") or "").lower()):
             continue
-        regional = "region" in (_get(info, "dimensions") or [])
-        if region is None and regional:
-            continue
-        best = None
-        for dim in _get(info, "dimensions_infos") or []:
-            where = (_get(dim, "dimensions") or {}).get("region")
-            if regional and where not in (region, None):
+        keys = list(_get(info, "dimensions") or [])
+        asked = {**({"region": region} if region else {}), **dims}
+        if any(k not in asked for k in keys):
+            continue  # a per-zone quota, or a dimension this check cannot name
+        best: tuple[int, float] | None = None
+        for d in _get(info, "dimensions_infos") or []:
+            given = dict(_get(d, "dimensions") or {})
+            if any(asked.get(k) != v for k, v in given.items()):
                 continue
-            for d in _get(dim, "details") or []:
-                value = float(_get(d, "value"))
-                if where == region or best is None:
-                    best = value
+            where = list(_get(d, "applicable_locations") or [])
+            scoped = region and "region" in keys and "region" not in given and where
+            if scoped and region not in where and "global" not in where:
+                continue
+            for detail in _get(d, "details") or []:
+                if best is None or len(given) > best[0]:
+                    best = (len(given), _value(detail))
         if best is not None:
-            return best
+            return best[1]
     return None
 
 
+def gpu_family(metric: str) -> str:
+    """The gpu_family dimension of a GPU metric: NVIDIA_H100_MEGA_GPUS -> NVIDIA_H100_MEGA."""
+    return metric.removeprefix("PREEMPTIBLE_").removesuffix("_GPUS")
+
+
 def needs(spec: ClusterSpec, it: InstanceType) -> list[tuple[str, str | None, int]]:
-    """(metric, region or None for global, amount) the cluster draws on."""
+    """(metric, region or None for global, amount) the cluster draws on, standard model."""
     _, region = zone_and_region(spec)
-    networks = 0 if (spec.vpc_id and spec.subnet_id) else 1 + it.extra_nics
+    # The GPU NICs' networks are built even with an existing vpc/subnet (network.py).
+    existing = bool(spec.vpc_id and spec.subnet_id)
+    networks = it.extra_nics + (0 if existing else 1)
     out: list[tuple[str, str | None, int]] = []
     if networks:
         out.append(("NETWORKS", None, networks))
     gpus = it.gpus * spec.nodes
-    metric = gpu_quota_metric(it.gpu_model, spec.spot)
+    metric = gpu_quota_metric(it.gpu_model, False, it.machine_type or it.name)
     if metric:
         out.append((metric, region, gpus))
     out.append(("GPUS_ALL_REGIONS", None, gpus))
-    out.append(("PREEMPTIBLE_CPUS" if spec.spot else "CPUS", region, it.vcpus * spec.nodes))
+    out.append(("CPUS", region, it.vcpus * spec.nodes))
     return out
 
 
+def _limit(
+    infos: list[Any], metric: str, region: str | None, spot: bool
+) -> tuple[str, float | None, str]:
+    """(metric checked, its limit, a note) for one need; Spot VMs draw on the preemptible quota
+    when the project has one above 0, else on the standard quota (Create and use Spot VMs)."""
+    if spot and metric not in ("NETWORKS", "GPUS_ALL_REGIONS"):
+        preemptible = f"PREEMPTIBLE_{metric}"
+        limit = quota_limit(infos, preemptible, region)
+        if limit:
+            return preemptible, limit, ""
+        note = f" ({preemptible} {'not listed' if limit is None else '0'}: Spot uses {metric})"
+        return metric, quota_limit(infos, metric, region), note
+    return metric, quota_limit(infos, metric, region), ""
+
+
 def check_quotas(spec: ClusterSpec, it: InstanceType) -> str | None:
+    infos = quota_infos()
     seen = []
-    for metric, region, amount in needs(spec, it):
-        limit = quota_limit(metric, region)
-        if limit is None:
-            continue
+    for base, region, amount in needs(spec, it):
+        metric, limit, note = _limit(infos, base, region, spec.spot)
         where = f"in {region}" if region else "globally"
-        if limit < amount:
-            raise refuse(
-                QUOTAS,
-                f"the project's {metric} quota is {math.floor(limit)} {where}; this cluster needs "
-                f"{amount}",
-                f"request an increase of {metric} {where} (console: IAM & Admin > Quotas)"
-                + (
-                    ", or pass vpc_id and subnet_id of an existing network"
-                    if metric == "NETWORKS"
-                    else ""
-                ),
+        if limit is None:
+            seen.append(f"{metric} not listed: not checked{note}")
+            continue
+        _refuse_short(metric, limit, amount, where, note, it)
+        seen.append(f"{metric} {_show(limit)} >= {amount}{note}")
+        if metric.endswith("_GPUS") and metric != "GPUS_ALL_REGIONS" and not spec.spot:
+            family = gpu_family(metric)
+            per_family = quota_limit(
+                infos, "GPUS-PER-GPU-FAMILY-per-project-region", region, gpu_family=family
             )
-        seen.append(f"{metric} {math.floor(limit)} >= {amount}")
-    return "; ".join(seen) or "no quota listed"
+            if per_family is not None:
+                _refuse_short(f"GPUS-PER-GPU-FAMILY ({family})", per_family, amount, where, "", it)
+                seen.append(f"GPUS-PER-GPU-FAMILY {family} {_show(per_family)} >= {amount}")
+    return "; ".join(seen)
+
+
+def _show(limit: float) -> str:
+    return "unlimited" if math.isinf(limit) else str(math.floor(limit))
+
+
+def _refuse_short(
+    metric: str, limit: float, amount: int, where: str, note: str, it: InstanceType
+) -> None:
+    if limit >= amount:
+        return
+    fix = f"request an increase of {metric} {where} (console: IAM & Admin > Quotas)"
+    if metric == "NETWORKS":
+        gpu_nets = (
+            f"; its {it.extra_nics} GPU networks are built in any case" if it.extra_nics else ""
+        )
+        fix += f", or pass vpc_id and subnet_id of an existing network (saves 1{gpu_nets})"
+    raise refuse(
+        QUOTAS,
+        f"the project's {metric} quota is {math.floor(limit)} {where}{note}; this cluster needs "
+        f"{amount}",
+        fix,
+    )
 
 
 QUOTAS = Validator(
@@ -145,6 +222,27 @@ QUOTAS = Validator(
 )
 
 
+def _network_project(vpc_id: str) -> str | None:
+    """The project that owns a network (a Shared VPC's host project), from its id or URL."""
+    parts = vpc_id.split("/")
+    return parts[parts.index("projects") + 1] if "projects" in parts[:-1] else None
+
+
+def _nat_serves(nat: Any, subnet: str) -> str | None:
+    """Why this NAT gives the subnet egress, or None."""
+    if str(_get(nat, "type") or "PUBLIC") == "PRIVATE":
+        return None  # Private NAT: to other VPCs, not the internet
+    scope = str(_get(nat, "source_subnetwork_ip_ranges_to_nat") or "")
+    if scope.startswith("ALL_SUBNETWORKS"):
+        return scope
+    if scope == "LIST_OF_SUBNETWORKS":
+        listed = [
+            str(_get(s, "name") or "").rsplit("/", 1)[-1] for s in _get(nat, "subnetworks") or []
+        ]
+        return f"{subnet} in its LIST_OF_SUBNETWORKS" if subnet in listed else None
+    return None
+
+
 def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     if not (spec.vpc_id and spec.subnet_id) or spec.public_workers or spec.nodes < 2:
         return None
@@ -153,31 +251,77 @@ def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     _, region = zone_and_region(spec)
     network = spec.vpc_id.rsplit("/", 1)[-1]
     subnet = spec.subnet_id.rsplit("/", 1)[-1]
-    routers = _get(gcp.compute.get_routers(region=region), "routers") or []
+    # A Shared VPC's routers live in its host project, not the cluster's.
+    host = _network_project(spec.vpc_id) or _project()
+    routers = _get(gcp.compute.get_routers(project=host, region=region), "routers") or []
     for router in routers:
         if str(_get(router, "network") or "").rsplit("/", 1)[-1] != network:
             continue
-        for nat in _get(router, "nats") or []:
-            scope = str(_get(nat, "source_subnetwork_ip_ranges_to_nat") or "")
-            found = f"Cloud NAT {_get(nat, 'name')} on router {_get(router, 'name')} ({region})"
-            if scope.startswith("ALL_SUBNETWORKS"):
-                return found
-            if scope == "LIST_OF_SUBNETWORKS":  # routers.list via the provider omits the list
-                return found + f", for a list of subnets (that {subnet} is in it is not checked)"
+        for listed in _get(router, "nats") or []:
+            # routers.list via the provider omits a NAT's subnet list and type: read each NAT.
+            nat = gcp.compute.get_router_nat(
+                name=_get(listed, "name"), router=_get(router, "name"), region=region, project=host
+            )
+            why = _nat_serves(nat, subnet)
+            if why:
+                where = f"router {_get(router, 'name')} ({host}, {region})"
+                return f"Cloud NAT {_get(nat, 'name')} on {where}: {why}"
     raise refuse(
         NAT,
-        f"no Cloud NAT in {region} serves subnet {subnet} of network {network}, so the "
-        "workers (no external IP) could not fetch packages",
-        f"add a Cloud Router with NAT for the subnet in {region}, or set public_workers: true",
+        f"no public Cloud NAT in {region} serves subnet {subnet} of network {network} (project "
+        f"{host}), so the workers (no external IP) could not fetch packages",
+        f"add a Cloud Router with NAT for the subnet in {region} (all subnets, or {subnet} in "
+        "its list), or set public_workers: true",
     )
 
 
 NAT = Validator(
     "gcp",
     "an existing subnet gives the workers egress (Cloud NAT)",
-    "GCE routers.list (gcp.compute.get_routers)",
+    "GCE routers.list and routers.getNatConfig (gcp.compute.get_routers, get_router_nat)",
     check_nat,
     applies="vpc_id and subnet_id given, private workers, more than one node",
 )
 
-VALIDATORS = [IMAGE, QUOTAS, NAT]
+
+def check_role(spec: ClusterSpec, it: InstanceType) -> str | None:
+    from gpufleet.components.gcp.identity import role_state
+    from gpufleet.components.gcp.rules import SELF_DELETE_PERMISSIONS, SELF_DELETE_ROLE_ID
+
+    project = _project()
+    role = f"projects/{project}/roles/{SELF_DELETE_ROLE_ID}"
+    try:
+        state, found = role_state(project)
+    except Exception as e:
+        # Not Unanswered: whether to create or adopt the role depends on this answer.
+        raise refuse(
+            ROLE,
+            f"cannot read {role} ({str(e).splitlines()[0][:160]}), so gpufleet cannot tell "
+            "whether to create it or adopt it",
+            "grant the caller iam.roles.get on the project (roles/iam.roleViewer)",
+        ) from e
+    if state == "absent":
+        return f"{role} absent: this cluster creates it"
+    if state == "deleted":
+        return f"{role} deleted (within 7 days): this cluster undeletes it"
+    have = set(_get(found, "permissions") or [])
+    missing = [p for p in SELF_DELETE_PERMISSIONS if p not in have]
+    if missing:
+        raise refuse(
+            ROLE,
+            f"{role} exists without {', '.join(missing)}, so nodes could not delete themselves "
+            "at expiry (gpufleet adopts the role as it is)",
+            f"gcloud iam roles update {SELF_DELETE_ROLE_ID} --project {project} "
+            f"--add-permissions {','.join(missing)}",
+        )
+    return f"{role} live, holds {', '.join(SELF_DELETE_PERMISSIONS)}: adopted"
+
+
+ROLE = Validator(
+    "gcp",
+    "the shared self-delete role can be adopted (readable; holds compute.instances.delete)",
+    "IAM projects.roles.get (gcp.projects.get_iam_custom_role)",
+    check_role,
+)
+
+VALIDATORS = [IMAGE, QUOTAS, NAT, ROLE]

@@ -225,7 +225,6 @@ def check_stack(name: str, root: Path | None = None, backend: str | None = None)
     """Online: `pulumi preview` of the stack against its account, so the offer check and every
     validator ask the cloud before anything exists; the checks' outcomes, or the refusal."""
     from gpufleet.components import stackconfig
-    from gpufleet.components.registry import provider_config
     from gpufleet.core.errors import MissingTool
     from gpufleet.provision import pulumi as pp
 
@@ -251,8 +250,7 @@ def check_stack(name: str, root: Path | None = None, backend: str | None = None)
         outcomes.extend(c.as_dict() for c in fleet.checks)
 
     stack = pp._stack(spec, backend, program)
-    for key, value in provider_config(spec).items():
-        stack.set_config(key, pp._config_value(value))
+    pp.set_provider_config(stack, spec)
     try:
         stack.preview(color="never")
     except Exception as e:

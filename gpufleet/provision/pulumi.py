@@ -150,6 +150,16 @@ def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = 
     )
 
 
+def set_provider_config(stack: Any, spec: ClusterSpec) -> None:
+    """The provider's region and project on the stack; a gcp:project the stack already has
+    (`pulumi config set gcp:project`) wins over the environment."""
+    from gpufleet.components.registry import provider_config
+
+    own = {k: str(v.value) for k, v in stack.get_all_config().items() if v.value}
+    for key, value in provider_config(spec, stack_config=own).items():
+        stack.set_config(key, _config_value(value))
+
+
 def _import_sdk(cloud: str | None = None) -> None:
     """The SDKs a stack of `cloud` needs (None: only Pulumi's), or MissingExtra naming the
     extra that installs them."""
@@ -216,7 +226,6 @@ class PulumiProvisioner:
     def _up_in_zone(
         self, spec: ClusterSpec, progress: Progress, bootstrap_keys: bool = False
     ) -> ClusterInfo:
-        from gpufleet.components.registry import provider_config
         from gpufleet.components.stackconfig import build, exports
 
         # The inline program runs in this process: a spec the component refuses before
@@ -238,8 +247,7 @@ class PulumiProvisioner:
                 pulumi.export(key, value)
 
         stack = _stack(spec, self.backend, program)
-        for key, value in provider_config(spec).items():
-            stack.set_config(key, _config_value(value))
+        set_provider_config(stack, spec)
         # a bootstrap host key in each node's user data (GpufleetComponent reads it)
         stack.set_config(
             "gpufleet:bootstrapHostKeys", _config_value("true" if bootstrap_keys else "false")
@@ -461,7 +469,6 @@ def bake(spec: ClusterSpec, progress: Progress, backend: str | None = None) -> s
     _import_sdk(spec.cloud)
     spec = with_ssh_cidrs(spec)
     from gpufleet.components.bake import bake_program
-    from gpufleet.components.registry import provider_config
 
     def program() -> None:
         import pulumi
@@ -470,8 +477,7 @@ def bake(spec: ClusterSpec, progress: Progress, backend: str | None = None) -> s
             pulumi.export(key, value)
 
     stack = _stack(f"{spec.name}-image", backend, program)
-    for key, value in provider_config(spec).items():
-        stack.set_config(key, _config_value(value))
+    set_provider_config(stack, spec)
     progress(f"baking: builder VM for {spec.cloud} (stack {spec.name}-image)")
     try:
         result = stack.up(on_output=_progress_lines(progress), color="never")

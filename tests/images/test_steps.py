@@ -356,6 +356,20 @@ def test_missing_driver_is_installed_and_a_reboot_asked_for(p4d):
     assert (state / "driver-installed").read_text().strip() == BOOT_ID
 
 
+def test_a_gcp_node_without_a_loaded_driver_installs_the_pinned_one_itself(tmp_path):
+    """GCP nodes keep the Deep Learning VM's installer off (install-nvidia-driver=False,
+    components/gcp/fleet.py): with no driver loaded the step installs the pinned version and
+    asks for the one reboot; nothing else installs one under it."""
+    node = prebake(make_node(tmp_path, "gcp", "a2-highgpu-8g"))
+    want = node.node_env["GPUFLEET_DRIVER_VERSION"]
+    node.knob("driver", None)
+    r = node.run("10-driver.sh")
+    assert r.returncode == 0, r.stderr
+    assert "loaded driver: none" in r.stdout + r.stderr
+    assert f"apt-get install -y -q nvidia-driver-pinning-{want}" in node.recorded()
+    assert (node.root / "var/lib/gpufleet/reboot-required").exists()
+
+
 def test_driver_of_another_branch_is_replaced(p4d):
     p4d.knob("driver", "470.256.02")
     r = p4d.run("10-driver.sh")

@@ -34,6 +34,9 @@ class ProgramStack:
     def set_config(self, *_: Any) -> None:
         pass
 
+    def get_all_config(self) -> dict:
+        return {}
+
     def up(self, **_: Any) -> Any:
         subnets: list[str] = []
 

@@ -369,14 +369,14 @@ def test_every_cluster_shares_one_account_and_one_role_whatever_its_name_or_expi
     and 37 days after deletion". A project holds 100 service accounts by default (IAM quotas).
     A role and an account per cluster churned both; one of each, with fixed ids, whatever the
     cluster, is never deleted, and a cluster's own part is its instance bindings."""
-    deleted_role = {"counts_toward_limit_days": 7, "id_reusable_after_days": 37}
-    assert deleted_role["counts_toward_limit_days"] < deleted_role["id_reusable_after_days"]
     ids = set()
     for stack, over in (("gcp-a2", {}), ("gcp-g2", {"ttl_minutes": 30}), ("gcp-a2", {"nodes": 3})):
         p = plan(stack, **over)
         (sa,) = p.of_type(SA)
         (role,) = p.of_type(ROLE)
         ids.add((sa.inputs["accountId"], role.inputs["roleId"]))
+        # A deleted role keeps counting for 7 days: no cluster's `down` may delete either.
+        assert sa.retain_on_delete and role.retain_on_delete
     assert len(ids) == 1
     (account, role_id) = ids.pop()
     assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", account)

@@ -214,6 +214,9 @@ class FakeStack:
     def set_config(self, *_):
         pass
 
+    def get_all_config(self):
+        return {}
+
     def up(self, **_):
         self.calls.append(("up", self.zone))
         outcome = self.outcomes[self.zone]
