@@ -8,10 +8,10 @@ from gpufleet.components.exitcodes import ExitCode
 
 # What gpufleet can write on a machine outside a run's workdir. The node state files can remove
 # the machine (its own expiry reads them: images/ttl/gpufleet-expire, the sandbox watchdog);
-# the host key is sshd's own, replaced on first contact (remote/hostkeys.py).
+# the host key is sshd's own: a bootstrap key is replaced on first contact (remote/hostkeys.py).
 LEASE = "lease"  # a live `run` renews it; the node removes itself when it lapses
 EXPIRY = "expires_at"  # `extend`'s new hard expiry
-HOST_KEY = "host_key"  # the bootstrap host key from user data, replaced by one made there
+HOST_KEY = "host_key"  # a bootstrap host key (sandbox, vm, bootstrap mode), replaced there
 NODE_STATE = frozenset({LEASE, EXPIRY, HOST_KEY})
 
 
