@@ -35,8 +35,17 @@ def terminate_input(instance_ids: list[str]) -> str:
     return json.dumps({"InstanceIds": list(instance_ids)})
 
 
-def terminate_policy(instance_arns: list[str]) -> str:
-    """Only ec2:TerminateInstances, only on the fleet's own instances."""
+# The tag every fleet resource carries with the cluster's name (components/fleet.py fleet_tags);
+# the instances get it from their launch template's tag specifications.
+CLUSTER_TAG = "gpufleet-cluster"
+
+
+def terminate_policy(part: str, cluster: str) -> str:
+    """Only ec2:TerminateInstances, only on instances tagged with this cluster's name.
+
+    One fixed policy for the whole fleet: a node added changes nothing here, and its size does
+    not grow with the node count (a role's inline policies share one size cap).
+    """
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -44,7 +53,8 @@ def terminate_policy(instance_arns: list[str]) -> str:
                 {
                     "Effect": "Allow",
                     "Action": "ec2:TerminateInstances",
-                    "Resource": sorted(instance_arns),
+                    "Resource": f"arn:{part}:ec2:*:*:instance/*",
+                    "Condition": {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster}},
                 }
             ],
         }
@@ -65,40 +75,44 @@ ASSUME = json.dumps(
 )
 
 
-def backstop_role(name: str, tags: dict[str, Any], opts: pulumi.ResourceOptions) -> Any:
-    """The role EventBridge Scheduler assumes; each node's policy (terminate_at_expiry) is the
-    only thing it may do."""
-    return aws.iam.Role(
+def backstop_role(
+    name: str, region: str, tags: dict[str, Any], opts: pulumi.ResourceOptions
+) -> tuple[Any, Any]:
+    """The role EventBridge Scheduler assumes, and its one policy: terminate the instances
+    tagged with this cluster's name (tags[CLUSTER_TAG]), nothing else."""
+    role = aws.iam.Role(
         f"{name}-backstop-role",
         assume_role_policy=ASSUME,
         description=f"gpufleet {name}: EventBridge Scheduler terminates the fleet at its expiry",
         tags={**tags, "Name": f"{name}-backstop-role"},
         opts=opts,
     )
+    policy = aws.iam.RolePolicy(
+        f"{name}-backstop-terminate",
+        role=role.id,
+        policy=terminate_policy(partition(region), tags[CLUSTER_TAG]),
+        opts=opts,
+    )
+    return role, policy
 
 
 def terminate_at_expiry(
     name: str,
     region: str,
     role: Any,
+    policy: Any,
     instance: Any,
     expires_at: pulumi.Input[int],
     opts: pulumi.ResourceOptions,
 ) -> Any:
-    """The schedule that terminates node `name`'s `instance` at `expires_at`, and the policy
-    that lets `role` terminate that instance and no other.
+    """The schedule that terminates node `name`'s `instance` at `expires_at`, as `role`
+    (allowed by `policy`, backstop_role's).
 
     One per node, so that adding a node adds a schedule and changes none (one schedule listing
     every instance would be updated whenever the node count changes). A TTL change moves only
     the schedule's expression (UpdateSchedule, in place); the schedule deletes itself once it
     has run (ActionAfterCompletion DELETE, managing-schedule-delete.html).
     """
-    policy = aws.iam.RolePolicy(
-        f"{name}-backstop-terminate",
-        role=role.id,
-        policy=pulumi.Output.from_input(instance.arn).apply(lambda a: terminate_policy([a])),
-        opts=opts,
-    )
     return aws.scheduler.Schedule(
         f"{name}-backstop",
         description=f"gpufleet {name}: terminate the node at the hard expiry",

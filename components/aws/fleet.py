@@ -308,10 +308,10 @@ class GpuFleet(GpufleetComponent):
                         opts=self.child(depends_on=net.gateways),
                     )
                 )
-        role = backstop_role(name, tags, child)
+        role, policy = backstop_role(name, aws_region(spec), tags, child)
         self.backstops = [
             terminate_at_expiry(
-                f"{name}-node-{i}", aws_region(spec), role, inst, self.expires_at, child
+                f"{name}-node-{i}", aws_region(spec), role, policy, inst, self.expires_at, child
             )
             for i, inst in enumerate(instances)
         ]

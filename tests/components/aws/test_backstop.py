@@ -63,25 +63,45 @@ def test_a_schedule_terminates_each_node_at_the_hard_expiry():
         assert s.inputs["target"]["roleArn"].endswith("aws-p5-backstop-role")
 
 
-def test_the_schedule_role_may_only_terminate_the_fleets_own_instances():
+# IAM and AWS STS quotas (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+# reference_iam-quotas.html, read 2026-11-25): "Role policy size: You can add as many inline
+# policies as you want to an IAM role, but the total aggregate policy size (the sum size of all
+# inline policies) per role cannot exceed 10,240 characters"; "IAM does not count white space".
+# Service Authorization Reference, Amazon EC2 (list_amazonec2.html, read 2026-11-25):
+# TerminateInstances acts on resource type instance, arn:${Partition}:ec2:${Region}:${Account}:
+# instance/${InstanceId}, with condition key aws:ResourceTag/${TagKey}.
+SOURCE_IAM = {"inline_policy_chars_per_role": 10_240}
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+def test_the_schedule_role_may_only_terminate_instances_tagged_with_its_cluster():
     p = plan("aws-p5")
     role = one(p, "aws:iam/role:Role")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (stmt,) = trust["Statement"]
     assert stmt["Principal"] == {"Service": SOURCE["principal"]}
     assert stmt["Action"] == "sts:AssumeRole"
-    instances = {i.name: i for i in p.of_type(INSTANCE)}
-    policies = {r.name: r for r in p.of_type("aws:iam/rolePolicy:RolePolicy")}
-    assert sorted(policies) == [f"{n}-backstop-terminate" for n in sorted(instances)]
-    arns = set()
-    for policy in policies.values():
-        assert policy.inputs["role"] == "aws-p5-backstop-role-id"
-        (allow,) = json.loads(policy.inputs["policy"])["Statement"]
-        assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
-        (arn,) = allow["Resource"]
-        assert arn.startswith("arn:aws:ec2:") and ":instance/i-" in arn
-        arns.add(arn)
-    assert len(arns) == len(instances)  # each node's policy names its own instance
+    policy = one(p, ROLE_POLICY)
+    assert policy.inputs["role"] == "aws-p5-backstop-role-id"
+    (allow,) = json.loads(policy.inputs["policy"])["Statement"]
+    assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
+    assert allow["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    ((key, value),) = allow["Condition"]["StringEquals"].items()
+    assert key.startswith("aws:ResourceTag/")
+    tag = key[len("aws:ResourceTag/") :]
+    # Every instance carries that tag with that value, from its template and on itself.
+    for inst in p.of_type(INSTANCE):
+        assert inst.inputs["tags"][tag] == value
+    for lt in p.of_type(LT):
+        (spec,) = [t for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance"]
+        assert spec["tags"][tag] == value
+
+
+def test_a_hundred_node_fleet_fits_the_roles_inline_policy_size():
+    p = plan("aws-p5", nodes=100)
+    assert len(p.of_type(INSTANCE)) == 100
+    size = sum(len("".join(r.inputs["policy"].split())) for r in p.of_type(ROLE_POLICY))
+    assert size <= SOURCE_IAM["inline_policy_chars_per_role"], size
 
 
 def _plan_ttl(ttl: int) -> Plan:
