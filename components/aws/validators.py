@@ -54,28 +54,72 @@ def _quota(service: str, code: str, region: str) -> int:
     return _num(found.value)
 
 
+# The instance types each quota counts, as EC2 filter patterns (instance-type accepts `*`).
+QUOTA_TYPES = {"p": ["p*"], "g": ["g*", "vt*"]}
+LIVE = ["pending", "running"]
+
+
+def _instance_ids(region: str, types: list[str], spot: bool | None = None) -> set[str]:
+    filters = [aws.ec2.GetInstancesFilterArgs(name="instance-type", values=types)]
+    if spot:
+        filters.append(aws.ec2.GetInstancesFilterArgs(name="instance-lifecycle", values=["spot"]))
+    found = aws.ec2.get_instances(filters=filters, instance_state_names=LIVE, region=region)
+    return set(found.ids or [])
+
+
+def vcpus_in_use(family: str, spot: bool, region: str) -> int:
+    """vCPUs of the family's pending and running instances of this market (spot, or not spot),
+    which the same quota already counts: another cluster, a notebook, a bake.
+
+    DescribeInstances gives the ids, each instance its type, DescribeInstanceTypes each distinct
+    type's DefaultVCpus (once per type)."""
+    types = QUOTA_TYPES[family]
+    spot_ids = _instance_ids(region, types, spot=True)
+    ids = spot_ids if spot else _instance_ids(region, types) - spot_ids
+    per_type: dict[str, int] = {}
+    total = 0
+    for i in sorted(ids):
+        t = aws.ec2.get_instance(instance_id=i, region=region).instance_type
+        if t not in per_type:
+            per_type[t] = _num(
+                aws.ec2.get_instance_type(instance_type=t, region=region).default_vcpus
+            )
+        total += per_type[t]
+    return total
+
+
 def _vcpus(spec: ClusterSpec, it: InstanceType) -> str | None:
-    quotas = VCPU_QUOTAS.get(it.name[:1])
+    family = it.name[:1]
+    quotas = VCPU_QUOTAS.get(family)
     if quotas is None:
         return None
     code, name = quotas[spec.spot]
     region = aws_region(spec)
     have, need = _quota("ec2", code, region), spec.nodes * it.vcpus
-    if have < need:
+    if spec.capacity_block:
+        # Not confirmed either way in EC2's docs whether a Capacity Block's instances count
+        # against the on-demand vCPU quota; the block itself was bought for this capacity.
+        return (
+            f"{name} {have} vCPUs, need {need}: not enforced for a Capacity Block (unconfirmed "
+            "whether its instances count against this quota)"
+        )
+    used = vcpus_in_use(family, spec.spot, region)
+    if have - used < need:
         raise refuse(
             VCPUS,
-            f"{name} ({code}) is {have} vCPUs in {region}; {spec.nodes} × {it.name} need "
-            f"{need} (new accounts often have 0 for P instances: EC2 would answer "
-            "VcpuLimitExceeded after the network exists)",
-            _increase("ec2", code, name, need, region),
+            f"{name} ({code}) is {have} vCPUs in {region}, {used} of them in use by pending or "
+            f"running instances; {spec.nodes} × {it.name} need {need} (new accounts often have "
+            "0 for P instances: EC2 would answer VcpuLimitExceeded after the network exists)",
+            _increase("ec2", code, name, used + need, region)
+            + (", or end the instances that use it" if used else ""),
         )
-    return f"{name} {have} vCPUs, need {need}"
+    return f"{name} {have} vCPUs, {used} in use, need {need}"
 
 
 VCPUS = Validator(
     "aws",
     "the vCPU quota of the instance family holds every node",
-    "Service Quotas GetServiceQuota (ec2)",
+    "Service Quotas GetServiceQuota (ec2) + EC2 DescribeInstances, DescribeInstanceTypes",
     _vcpus,
     "P and G instances (on-demand, or spot with spot: true)",
 )

@@ -39,6 +39,9 @@ EIPS = "aws:ec2/getEips:getEips"
 AMI = "aws:ec2/getAmi:getAmi"
 TABLES = "aws:ec2/getRouteTables:getRouteTables"
 TABLE = "aws:ec2/getRouteTable:getRouteTable"
+INSTANCES = "aws:ec2/getInstances:getInstances"
+INSTANCE = "aws:ec2/getInstance:getInstance"
+ITYPE = "aws:ec2/getInstanceType:getInstanceType"
 
 
 def account(
@@ -48,9 +51,22 @@ def account(
     ami: dict[str, Any] | None = None,
     routes: list[dict[str, str]] | None = None,
     asked: list[dict[str, Any]] | None = None,
+    running: list[tuple[str, str, bool]] | None = None,
 ) -> FakeAccount:
-    """An account with room everywhere, but for what is given."""
+    """An account with room everywhere, but for what is given; `running` lists pending or
+    running instances as (id, type, spot)."""
     quotas = quotas or {}
+    running = running or []
+
+    def instances(args: dict[str, Any]) -> dict[str, Any]:
+        assert args["instanceStateNames"] == ["pending", "running"]
+        filters = {f["name"]: f["values"] for f in args["filters"]}
+        prefixes = [v.rstrip("*") for v in filters["instance-type"]]
+        spot_only = filters.get("instance-lifecycle") == ["spot"]
+        ids = [
+            i for i, t, spot in running if t.startswith(tuple(prefixes)) and (spot or not spot_only)
+        ]
+        return {"id": "r", "ids": ids}
 
     def quota(args: dict[str, Any]) -> dict[str, Any]:
         if asked is not None:
@@ -74,6 +90,15 @@ def account(
                 "ids": ["rtb-1"] if a["filters"][0]["name"] == "association.subnet-id" else [],
             },
             TABLE: lambda a: {"id": "rtb-1", "routeTableId": "rtb-1", "routes": routes or []},
+            INSTANCES: instances,
+            INSTANCE: lambda a: {
+                "id": a["instanceId"],
+                "instanceType": {i: t for i, t, _ in running}[a["instanceId"]],
+            },
+            ITYPE: lambda a: {
+                "id": a["instanceType"],
+                "defaultVcpus": SOURCE_VCPUS[a["instanceType"]],
+            },
         }
     )
 
@@ -130,8 +155,52 @@ def test_a_vcpu_quota_with_room_passes_and_says_what_it_found():
     asked: list[dict[str, Any]] = []
     fleet = build("aws-p5", account({("ec2", "L-417A185B"): 384.0}, asked=asked))
     (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
-    assert vcpu.status == "passed" and vcpu.detail.endswith("384 vCPUs, need 384")
+    assert vcpu.status == "passed" and vcpu.detail.endswith("384 vCPUs, 0 in use, need 384")
     assert {"serviceCode": "ec2", "quotaCode": "L-417A185B", "region": "us-east-1"} in asked
+
+
+def test_running_instances_of_the_family_use_the_quota_and_are_subtracted():
+    """The quota counts every running instance of the family (EC2 user guide, On-Demand
+    Instance quotas: "the number of vCPUs ... for your running On-Demand instances"): another
+    cluster's p4d (96 vCPUs) leaves 384 - 96 = 288, short of 2 × p5.48xlarge (384). A spot p5
+    and a stopped-or-other-family instance do not count against the on-demand quota."""
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    running = [
+        ("i-1", "p4d.24xlarge", False),
+        ("i-2", "p5.48xlarge", True),
+        ("i-3", "g5.12xlarge", False),
+    ]
+    err = refusal("aws-p5", account({("ec2", code): 384.0}, running=running))
+    assert "is 384 vCPUs" in str(err) and "96 of them in use" in str(err)
+    assert "need 384" in str(err) and "--desired-value 480" in err.hint
+
+
+def test_room_beside_running_instances_passes():
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    running = [("i-1", "p4d.24xlarge", False), ("i-2", "p4d.24xlarge", False)]
+    fleet = build("aws-p5", account({("ec2", code): 576.0}, running=running))
+    (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
+    assert vcpu.status == "passed" and vcpu.detail.endswith("576 vCPUs, 192 in use, need 384")
+
+
+def test_spot_instances_use_the_spot_quota():
+    code = SOURCE_QUOTAS[("g", "spot")][1]
+    running = [("i-1", "g5.12xlarge", True), ("i-2", "g5.12xlarge", False)]
+    err = refusal("aws-g5", account({("ec2", code): 96.0}, running=running))
+    assert "48 of them in use" in str(err)
+
+
+def test_a_capacity_block_is_not_refused_for_the_on_demand_quota():
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    fleet = build(
+        "aws-p5",
+        account({("ec2", code): 0.0}),
+        reservation="cr-0123456789abcdef0",
+        capacity_block=True,
+        zone="us-east-1d",
+    )
+    (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
+    assert vcpu.status == "passed" and "unconfirmed" in vcpu.detail
 
 
 def test_a_full_vpc_quota_is_refused_and_an_existing_vpc_is_offered():
