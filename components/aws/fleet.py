@@ -291,9 +291,10 @@ class GpuFleet(GpufleetComponent):
                     id=template.id, version=template.latest_version.apply(lambda v: str(int(v)))
                 ),
                 tags={**tags, "Name": f"{name}-node-{i}"},
-                # Our own ENI is attached to one instance at a time: a replacement must wait
-                # for the old instance to let go of it.
-                opts=self.child(delete_before_replace=True) if eni else child,
+                # Delete first: a replacement created beside the old node would need the
+                # family's vCPU quota (and the placement group's capacity) twice, and our own
+                # ENI is attached to one instance at a time.
+                opts=self.child(delete_before_replace=True),
             )
             instances.append(inst)
             if eni is not None:
