@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi_aws as aws
 
 from gpufleet.components.aws.network import aws_region
-from gpufleet.components.validators import Validator, refuse
+from gpufleet.components.validators import Unanswered, Validator, refuse
 
 if TYPE_CHECKING:
     from gpufleet.components.catalog import InstanceType
@@ -313,4 +313,80 @@ EGRESS = Validator(
     "when the spec names an existing vpc_id/subnet_id",
 )
 
-VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EGRESS]
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _reservation(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The reservation holds the fleet: its type, zone, state, free count and placement group
+    (as ParallelCluster's CapacityReservationValidator and
+    PlacementGroupCapacityReservationValidator compare them)."""
+    if not spec.reservation:
+        return None
+    region, cr = aws_region(spec), spec.reservation
+    try:
+        # Answers only reservations of type capacity-block (DescribeCapacityReservations).
+        r: Any = aws.ec2.get_capacity_block_reservation(id=cr, region=region)
+        why = "" if r.instance_type else "no such Capacity Block"
+    except Exception as e:
+        r, why = None, _first_line(e)
+    if why:
+        if spec.capacity_block:
+            raise refuse(
+                RESERVATION,
+                f"{cr} is not a Capacity Block this account holds in {region} ({why})",
+                "give the block's cr-... id (aws ec2 describe-capacity-reservations "
+                "--filters Name=reservation-type,Values=capacity-block), or drop capacity_block "
+                "for an On-Demand Capacity Reservation",
+            ) from None
+        raise Unanswered(
+            f"{cr} is not a Capacity Block, and pulumi_aws reads On-Demand Capacity "
+            "Reservations with no data source; EC2 refuses at launch if it does not match"
+        ) from None
+    if not spec.capacity_block:
+        raise refuse(
+            RESERVATION,
+            f"{cr} is a Capacity Block, but capacity_block is false (EC2 launches into a block "
+            "only with market type capacity-block)",
+            "set capacity_block: true",
+        )
+    problems = []
+    if r.instance_type != it.name:
+        problems.append(f"it reserves {r.instance_type}, not {it.name}")
+    if spec.zone and r.availability_zone != spec.zone:
+        problems.append(f"it is in {r.availability_zone}, not zone {spec.zone}")
+    if r.state != "active":
+        problems.append(f"it is {r.state} (from {r.start_date} to {r.end_date}), not active")
+    free = _num(r.available_instance_count)
+    if free < spec.nodes:
+        problems.append(
+            f"{free} of its {_num(r.instance_count)} instances are free, not {spec.nodes}"
+        )
+    group = (r.placement_group_arn or "").rsplit("/", 1)[-1] if r.placement_group_arn else ""
+    if group and group != spec.placement_group:
+        problems.append(
+            f"it was made in placement group {group}, and the fleet launches "
+            + (f"into {spec.placement_group}" if spec.placement_group else "into none")
+        )
+    if problems:
+        raise refuse(
+            RESERVATION,
+            f"{cr}: " + "; ".join(problems),
+            "give a reservation that matches (instance type, zone, free count"
+            + (f", placement_group: {group}" if group else "")
+            + "), or change the spec to it",
+        )
+    where = f", placement group {group}" if group else ""
+    return f"{cr}: {r.instance_type} in {r.availability_zone}, active, {free} free{where}"
+
+
+RESERVATION = Validator(
+    "aws",
+    "the capacity reservation holds the fleet (type, zone, state, free count, placement group)",
+    "EC2 DescribeCapacityReservations (Capacity Blocks)",
+    _reservation,
+    "with a reservation (On-Demand Capacity Reservations: skipped, no data source)",
+)
+
+VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EGRESS, RESERVATION]

@@ -194,7 +194,7 @@ def test_a_capacity_block_is_not_refused_for_the_on_demand_quota():
     code = SOURCE_QUOTAS[("p", "on-demand")][1]
     fleet = build(
         "aws-p5",
-        account({("ec2", code): 0.0}),
+        with_block(account({("ec2", code): 0.0})),
         reservation="cr-0123456789abcdef0",
         capacity_block=True,
         zone="us-east-1d",
@@ -294,3 +294,81 @@ def test_every_node_public_needs_only_an_internet_gateway():
     fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True)
     (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
     assert "internet gateway" in egress.detail
+
+
+# EC2 API reference, CapacityReservation (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# API_CapacityReservation.html, read 2026-11-25): InstanceType, AvailabilityZone,
+# AvailableInstanceCount ("the remaining capacity ... the number of instances that can be
+# launched"), State (active = "the capacity is available for use"; scheduled, expired, ...),
+# ReservationType (default | capacity-block), PlacementGroupArn. ParallelCluster
+# (aws/aws-parallelcluster cli/src/pcluster/validators/ec2_validators.py,
+# CapacityReservationValidator and PlacementGroupCapacityReservationValidator, read 2026-11-25)
+# refuses a reservation of another instance type or zone, and a placement group other than the
+# one the reservation was made in.
+BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
+SOURCE_BLOCK = {
+    "instanceType": "p5.48xlarge",
+    "availabilityZone": "us-east-1d",
+    "state": "active",
+    "availableInstanceCount": 2,
+    "instanceCount": 2,
+    "reservationType": "capacity-block",
+    "placementGroupArn": "",
+    "startDate": "2026-11-25T11:30:00Z",
+    "endDate": "2026-11-26T11:30:00Z",
+}
+
+
+def with_block(acc: FakeAccount, **fields: Any) -> FakeAccount:
+    def block(args: dict[str, Any]) -> dict[str, Any]:
+        if fields.get("missing"):  # the data source finds none of type capacity-block
+            return {"id": args["id"]}
+        return {**SOURCE_BLOCK, "id": args["id"], **fields}
+
+    acc.invokes[BLOCK] = block
+    return acc
+
+
+BLOCK_SPEC = {"reservation": "cr-0123456789abcdef0", "capacity_block": True, "zone": "us-east-1d"}
+
+
+def test_a_capacity_block_that_holds_the_fleet_passes():
+    fleet = build("aws-p5", with_block(account()), **BLOCK_SPEC)
+    (r,) = [c for c in fleet.checks if "reservation" in c.fact]
+    assert r.status == "passed" and "active, 2 free" in r.detail
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"instanceType": "p4d.24xlarge"}, "reserves p4d.24xlarge, not p5.48xlarge"),
+        ({"availabilityZone": "us-east-1a"}, "in us-east-1a, not zone us-east-1d"),
+        ({"state": "scheduled"}, "is scheduled"),
+        ({"availableInstanceCount": 1}, "1 of its 2 instances are free, not 2"),
+        (
+            {"placementGroupArn": "arn:aws:ec2:us-east-1:123456789012:placement-group/blk"},
+            "placement group blk",
+        ),
+    ],
+)
+def test_a_capacity_block_that_does_not_match_is_refused(fields, says):
+    err = refusal("aws-p5", with_block(account(), **fields), **BLOCK_SPEC)
+    assert "cr-0123456789abcdef0" in str(err) and says in str(err), str(err)
+
+
+def test_a_reservation_that_is_not_the_block_the_spec_says_is_refused():
+    err = refusal("aws-p5", with_block(account(), missing=True), **BLOCK_SPEC)
+    assert "is not a Capacity Block" in str(err) and "drop capacity_block" in err.hint
+
+
+def test_a_capacity_block_named_without_capacity_block_is_refused():
+    spec = {**BLOCK_SPEC, "capacity_block": False}
+    err = refusal("aws-p5", with_block(account()), **spec)
+    assert "capacity_block is false" in str(err) and "capacity_block: true" in err.hint
+
+
+def test_an_on_demand_capacity_reservation_is_skipped_with_the_reason():
+    spec = {**BLOCK_SPEC, "capacity_block": False}
+    fleet = build("aws-p5", with_block(account(), missing=True), **spec)
+    (r,) = [c for c in fleet.checks if "reservation" in c.fact]
+    assert r.status == "skipped" and "no data source" in r.detail
