@@ -230,21 +230,45 @@ def _image(spec: ClusterSpec, it: InstanceType) -> str | None:
         ) from None
     if found.state and found.state != "available":
         raise refuse(IMAGE, f"{ami} is {found.state}, not available", "give an available AMI id")
-    gone = found.deprecation_time
-    if gone and datetime.fromisoformat(gone.replace("Z", "+00:00")) <= datetime.now(timezone.utc):
+    kind = aws.ec2.get_instance_type(instance_type=it.name, region=region)
+    archs = list(kind.supported_architectures or [])
+    if found.architecture and archs and found.architecture not in archs:
         raise refuse(
             IMAGE,
-            f"{ami} ({found.name}) was deprecated at {gone}",
-            "give a current AMI, or leave image unset for the current DLAMI (an SSM parameter "
-            "EC2 resolves at launch)",
+            f"{ami} ({found.name}) is {found.architecture}; {it.name} runs {', '.join(archs)}",
+            f"give an AMI built for {archs[0]}",
         )
-    return f"{ami} ({found.name}) available, root device {found.root_device_name}"
+    root = _root_size(found)
+    if root and spec.disk_gb < root:
+        raise refuse(
+            IMAGE,
+            f"{ami}'s root snapshot is {root} GiB; disk_gb {spec.disk_gb} is smaller (EC2 refuses "
+            "a root volume smaller than its snapshot)",
+            f"set disk_gb to at least {root}",
+        )
+    detail = f"{ami} ({found.name}) available, {found.architecture or 'arch unknown'}, root "
+    detail += f"device {found.root_device_name}" + (f" ({root} GiB snapshot)" if root else "")
+    gone = found.deprecation_time
+    if gone and datetime.fromisoformat(gone.replace("Z", "+00:00")) <= datetime.now(timezone.utc):
+        # A deprecated AMI still launches by its id (ami-deprecate.html); only its listing goes.
+        detail += f"; warning: deprecated since {gone}, still launchable by id (pick a current AMI)"
+    return detail
+
+
+def _root_size(found: Any) -> int:
+    """GiB of the AMI's root snapshot (its block device mapping at the root device), or 0."""
+    for m in found.block_device_mappings or []:
+        get = m.get if isinstance(m, dict) else lambda k, m=m: getattr(m, k, None)
+        ebs = get("ebs") or {}
+        if get("device_name") == found.root_device_name and ebs:
+            return _num(ebs.get("volume_size"))
+    return 0
 
 
 IMAGE = Validator(
     "aws",
-    "the image resolves to an available AMI that is not deprecated",
-    "SSM GetParameter + EC2 DescribeImages",
+    "the image resolves to an available AMI of the type's architecture that fits disk_gb",
+    "SSM GetParameter + EC2 DescribeImages, DescribeInstanceTypes",
     _image,
 )
 
@@ -389,4 +413,26 @@ RESERVATION = Validator(
     "with a reservation (On-Demand Capacity Reservations: skipped, no data source)",
 )
 
-VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EGRESS, RESERVATION]
+
+def _efa(spec: ClusterSpec, it: InstanceType) -> str | None:
+    if it.fabric != "efa":
+        return None
+    kind = aws.ec2.get_instance_type(instance_type=it.name, region=aws_region(spec))
+    if not kind.efa_supported:
+        raise refuse(
+            EFA,
+            f"EC2 says {it.name} does not support EFA (DescribeInstanceTypes EfaSupported false)",
+            "pick an EFA type (p4d, p5, ...) or report the catalog entry as wrong",
+        )
+    return f"{it.name} supports EFA"
+
+
+EFA = Validator(
+    "aws",
+    "the instance type supports EFA, as its fabric needs",
+    "EC2 DescribeInstanceTypes",
+    _efa,
+    "types whose fabric is efa",
+)
+
+VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EFA, EGRESS, RESERVATION]

@@ -32,6 +32,15 @@ SOURCE_QUOTAS = {
 }
 # vCPUs per type (EC2 instance type pages; p4d.24xlarge 96, p5.48xlarge 192, g5.12xlarge 48).
 SOURCE_VCPUS = {"p4d.24xlarge": 96, "p5.48xlarge": 192, "g5.12xlarge": 48}
+# DescribeInstanceTypes (EC2 API reference, API_InstanceTypeInfo.html: ProcessorInfo.
+# SupportedArchitectures, NetworkInfo.EfaSupported; values from the EC2 instance type pages,
+# accelerated-computing-instances.html, and the EFA supported-types list in efa.html, read
+# 2026-11-25): all three are x86_64 and support EFA.
+SOURCE_TYPES: dict[str, dict[str, Any]] = {
+    "p4d.24xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+    "p5.48xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+    "g5.12xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+}
 
 QUOTA = "aws:servicequotas/getServiceQuota:getServiceQuota"
 VPCS = "aws:ec2/getVpcs:getVpcs"
@@ -52,6 +61,7 @@ def account(
     routes: list[dict[str, str]] | None = None,
     asked: list[dict[str, Any]] | None = None,
     running: list[tuple[str, str, bool]] | None = None,
+    types: dict[str, dict[str, Any]] | None = None,
 ) -> FakeAccount:
     """An account with room everywhere, but for what is given; `running` lists pending or
     running instances as (id, type, spot)."""
@@ -98,6 +108,8 @@ def account(
             ITYPE: lambda a: {
                 "id": a["instanceType"],
                 "defaultVcpus": SOURCE_VCPUS[a["instanceType"]],
+                **SOURCE_TYPES.get(a["instanceType"], {}),
+                **(types or {}).get(a["instanceType"], {}),
             },
         }
     )
@@ -239,16 +251,60 @@ def test_an_eip_quota_with_room_passes():
     assert eip.status == "passed" and "3 allocated, need 2 more" in eip.detail
 
 
-def test_a_deprecated_ami_is_refused():
-    """DescribeImages gives DeprecationTime; past it, the image is deprecated (EC2 user guide,
-    ami-deprecate.html: a deprecated AMI no longer shows in DescribeImages unless asked)."""
-    err = refusal(
+def test_a_deprecated_ami_passes_with_a_warning():
+    """DescribeImages gives DeprecationTime; past it, the image is deprecated, but "you can
+    still launch instances ... using the deprecated AMI ID", launch templates included (EC2
+    user guide, ami-deprecate.html, read 2026-11-25)."""
+    fleet = build(
         "aws-p4d",
         account(ami={"deprecationTime": "2026-04-13T00:00:00.000Z"}),
         image="ami-0123456789abcdef0",
     )
-    assert "ami-0123456789abcdef0" in str(err) and "deprecated at 2026-04-13" in str(err)
-    assert "leave image unset" in err.hint
+    (image,) = [c for c in fleet.checks if "image" in c.fact]
+    assert image.status == "passed"
+    assert "warning: deprecated since 2026-04-13" in image.detail
+
+
+# DescribeImages (EC2 API reference, API_Image.html, read 2026-11-25): Architecture (i386 |
+# x86_64 | arm64 | ...), RootDeviceName, BlockDeviceMappings with Ebs.VolumeSize of the
+# snapshot; "you can't decrease the size of the volume below the size of the snapshot"
+# (RunInstances BlockDeviceMapping / EbsBlockDevice.VolumeSize: "the volume size must be equal
+# to or larger than the snapshot size").
+SOURCE_ARM_AMI = {"architecture": "arm64"}
+SOURCE_ROOT_200 = {
+    "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volume_size": "200"}}]
+}
+
+
+def test_an_ami_of_another_architecture_is_refused():
+    err = refusal("aws-p4d", account(ami=SOURCE_ARM_AMI), image="ami-0123456789abcdef0")
+    assert "is arm64" in str(err) and "p4d.24xlarge runs x86_64" in str(err)
+
+
+def test_a_root_volume_smaller_than_the_amis_snapshot_is_refused():
+    err = refusal(
+        "aws-p4d", account(ami=SOURCE_ROOT_200), image="ami-0123456789abcdef0", disk_gb=100
+    )
+    assert "root snapshot is 200 GiB" in str(err) and "at least 200" in err.hint
+
+
+def test_a_root_volume_as_large_as_the_snapshot_passes():
+    fleet = build(
+        "aws-p4d", account(ami={**SOURCE_ROOT_200, "architecture": "x86_64"}), disk_gb=200
+    )
+    (image,) = [c for c in fleet.checks if "image" in c.fact]
+    assert image.status == "passed" and "x86_64" in image.detail and "200 GiB" in image.detail
+
+
+def test_an_efa_fabric_on_a_type_without_efa_is_refused():
+    err = refusal("aws-p5", account(types={"p5.48xlarge": {"efaSupported": False}}))
+    assert "does not support EFA" in str(err)
+
+
+def test_an_efa_type_passes():
+    fleet = build("aws-p5", account())
+    (efa,) = [c for c in fleet.checks if "EFA" in c.fact]
+    assert efa.status == "passed"
 
 
 def test_an_unavailable_ami_is_refused():
