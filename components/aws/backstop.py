@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.components.offers import under_mocks
+
 # A universal target calls any AWS API operation: arn:<partition>:scheduler:::aws-sdk:<service>:
 # <apiAction>, the action in camel case (EventBridge Scheduler user guide,
 # managing-targets-universal.html).
 TERMINATE = "scheduler:::aws-sdk:ec2:terminateInstances"
+# A one-time schedule at a past time would never run: a re-apply after the expiry sets it this
+# far ahead of now instead.
+LEAD_S = 120
 
 
 def partition(region: str) -> str:
@@ -23,10 +29,13 @@ def partition(region: str) -> str:
     return "aws"
 
 
-def at_expression(expires_at: float) -> str:
-    """A one-time schedule at `expires_at` (epoch seconds): at(yyyy-mm-ddThh:mm:ss), read in
-    the schedule's time zone, which the backstop sets to UTC (schedule-types.html, one-time)."""
-    when = datetime.fromtimestamp(int(expires_at), timezone.utc)
+def at_expression(expires_at: float, now: float | None = None) -> str:
+    """A one-time schedule at `expires_at` (epoch seconds), or LEAD_S after `now` when that is
+    later: at(yyyy-mm-ddThh:mm:ss), read in the schedule's time zone, which the backstop sets
+    to UTC (schedule-types.html, one-time). `now` None: no clamp (an offline plan, whose
+    expiry is a placeholder, not a time)."""
+    when_s = expires_at if now is None else max(expires_at, now + LEAD_S)
+    when = datetime.fromtimestamp(int(when_s), timezone.utc)
     return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
@@ -61,18 +70,22 @@ def terminate_policy(part: str, cluster: str) -> str:
     )
 
 
-ASSUME = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "scheduler.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-)
+def assume_policy(account_id: str) -> str:
+    """EventBridge Scheduler may assume the role, for schedules of this account only (the
+    confused-deputy condition of the Scheduler execution-role docs, setting-up.html)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "scheduler.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+                }
+            ],
+        }
+    )
 
 
 def backstop_role(
@@ -82,7 +95,7 @@ def backstop_role(
     tagged with this cluster's name (tags[CLUSTER_TAG]), nothing else."""
     role = aws.iam.Role(
         f"{name}-backstop-role",
-        assume_role_policy=ASSUME,
+        assume_role_policy=aws.get_caller_identity_output().account_id.apply(assume_policy),
         description=f"gpufleet {name}: EventBridge Scheduler terminates the fleet at its expiry",
         tags={**tags, "Name": f"{name}-backstop-role"},
         opts=opts,
@@ -116,7 +129,9 @@ def terminate_at_expiry(
     return aws.scheduler.Schedule(
         f"{name}-backstop",
         description=f"gpufleet {name}: terminate the node at the hard expiry",
-        schedule_expression=pulumi.Output.from_input(expires_at).apply(at_expression),
+        schedule_expression=pulumi.Output.from_input(expires_at).apply(
+            lambda t: at_expression(t, None if under_mocks() else time.time())
+        ),
         schedule_expression_timezone="UTC",
         flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
         action_after_completion="DELETE",

@@ -25,8 +25,12 @@ from tests.components.stackplans import plan
 #   once it has invoked its target.
 # - EC2 API reference, TerminateInstances: request parameter InstanceIds (array of strings).
 # - IAM: the role is assumed by the service principal scheduler.amazonaws.com
-#   (EventBridge Scheduler user guide, setting-up.html#setting-up-execution-role).
+#   (EventBridge Scheduler user guide, setting-up.html#setting-up-execution-role), and the
+#   trust policy there conditions it on "aws:SourceAccount": "<your account id>" against the
+#   confused deputy (an aws:SourceArn of a schedule group is optional; the schedules here are
+#   in the default group).
 SOURCE = {
+    "source_account_condition": "aws:SourceAccount",
     "target": "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances",
     "principal": "scheduler.amazonaws.com",
     "action": "ec2:TerminateInstances",
@@ -81,6 +85,10 @@ def test_the_schedule_role_may_only_terminate_instances_tagged_with_its_cluster(
     (stmt,) = trust["Statement"]
     assert stmt["Principal"] == {"Service": SOURCE["principal"]}
     assert stmt["Action"] == "sts:AssumeRole"
+    # The mocks' caller identity is account 123456789012 (components/aws/mocks.py).
+    assert stmt["Condition"] == {
+        "StringEquals": {SOURCE["source_account_condition"]: "123456789012"}
+    }
     policy = one(p, ROLE_POLICY)
     assert policy.inputs["role"] == "aws-p5-backstop-role-id"
     (allow,) = json.loads(policy.inputs["policy"])["Statement"]
@@ -206,3 +214,16 @@ def test_the_expiry_script_goes_at_the_tag_imds_answers(tmp_path, answer, remove
     assert "169.254.169.254/latest/meta-data/tags/instance/gpufleet-expires" in calls
     assert "X-aws-ec2-metadata-token: tok" in calls
     assert calls.rstrip().endswith("systemctl poweroff") == removed
+
+
+def test_a_schedule_is_never_set_in_the_past():
+    """A one-time schedule runs once at its time (schedule-types.html); at a time already past,
+    a re-apply after the expiry would leave nothing to terminate the nodes. The backstop sets
+    it a little ahead of now instead."""
+    from gpufleet.components.aws.backstop import at_expression
+
+    now = 1_900_000_000
+    assert at_expression(now + 3600, now) == "at(2030-03-17T18:46:40)"  # still ahead: unchanged
+    ahead = at_expression(now - 3600, now)  # the expiry has passed
+    when = datetime.strptime(ahead, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=timezone.utc)
+    assert now < when.timestamp() <= now + 300
