@@ -227,3 +227,23 @@ def test_a_schedule_is_never_set_in_the_past():
     ahead = at_expression(now - 3600, now)  # the expiry has passed
     when = datetime.strptime(ahead, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=timezone.utc)
     assert now < when.timestamp() <= now + 300
+
+
+@pytest.mark.parametrize(("lease", "said"), [(None, True), ("1900000000", False)])
+def test_an_expiry_tag_never_read_is_said_once_in_the_journal(tmp_path, lease, said):
+    """Instance tags are in IMDS only with InstanceMetadataTags enabled (EC2 user guide,
+    work-with-tags-in-IMDS.html, read 2026-11-25; otherwise tags/instance/ answers 404). A node
+    that never reads its tag and has no lease has no deadline of its own; the timer's stderr
+    goes to the journal (systemd.exec StandardError=inherit -> journal, read 2026-11-25)."""
+    from tests.images.test_steps import expire, make_node, prebake
+
+    node = prebake(make_node(tmp_path, "aws", "p4d.24xlarge"))
+    node.set_env(GPUFLEET_EXPIRES_AT="", GPUFLEET_EXPIRY_TAG="gpufleet-expires")
+    (node.bin / "curl").write_text("#!/bin/sh\nexit 22\n")  # IMDS answers 404 to the tag
+    if lease:
+        node.put("var/lib/gpufleet/lease", lease)
+    first, second = expire(node), expire(node)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr
+    assert ("will not expire by itself" in first.stderr) == said, first.stderr
+    assert "will not expire by itself" not in second.stderr  # once
+    assert "systemctl poweroff" not in node.recorded()
