@@ -69,10 +69,17 @@ _NCCL_ENV: dict[str, dict[str, str]] = {
 
 # Directories to put in front of LD_LIBRARY_PATH (the NCCL net plugins live there).
 _LIBRARY_PATHS: dict[str, tuple[str, ...]] = {
+    # aws-ofi-nccl's directory varies with the EFA installer's package, the OS and the CPU
+    # (images/steps/50-nccl-env.sh finds the one on the node); every candidate is listed, a
+    # missing directory on the path costs nothing.
     "efa": (
         "/opt/amazon/efa/lib",
         "/opt/amazon/openmpi/lib",
+        "/opt/amazon/ofi-nccl/lib64",
         "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
+        "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu",
+        "/opt/amazon/ofi-nccl/lib",
+        "/opt/aws-ofi-nccl/lib",
     ),
     "infiniband": ("/usr/local/nccl-rdma-sharp-plugins/lib",),
     "tcpx": ("/var/lib/tcpx/lib64",),

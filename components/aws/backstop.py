@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.components.offers import under_mocks
+
 # A universal target calls any AWS API operation: arn:<partition>:scheduler:::aws-sdk:<service>:
 # <apiAction>, the action in camel case (EventBridge Scheduler user guide,
 # managing-targets-universal.html).
 TERMINATE = "scheduler:::aws-sdk:ec2:terminateInstances"
+# A one-time schedule at a past time would never run: a re-apply after the expiry sets it this
+# far ahead of now instead.
+LEAD_S = 120
 
 
 def partition(region: str) -> str:
@@ -23,10 +29,13 @@ def partition(region: str) -> str:
     return "aws"
 
 
-def at_expression(expires_at: float) -> str:
-    """A one-time schedule at `expires_at` (epoch seconds): at(yyyy-mm-ddThh:mm:ss), read in
-    the schedule's time zone, which the backstop sets to UTC (schedule-types.html, one-time)."""
-    when = datetime.fromtimestamp(int(expires_at), timezone.utc)
+def at_expression(expires_at: float, now: float | None = None) -> str:
+    """A one-time schedule at `expires_at` (epoch seconds), or LEAD_S after `now` when that is
+    later: at(yyyy-mm-ddThh:mm:ss), read in the schedule's time zone, which the backstop sets
+    to UTC (schedule-types.html, one-time). `now` None: no clamp (an offline plan, whose
+    expiry is a placeholder, not a time)."""
+    when_s = expires_at if now is None else max(expires_at, now + LEAD_S)
+    when = datetime.fromtimestamp(int(when_s), timezone.utc)
     return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
@@ -35,8 +44,17 @@ def terminate_input(instance_ids: list[str]) -> str:
     return json.dumps({"InstanceIds": list(instance_ids)})
 
 
-def terminate_policy(instance_arns: list[str]) -> str:
-    """Only ec2:TerminateInstances, only on the fleet's own instances."""
+# The tag every fleet resource carries with the cluster's name (components/fleet.py fleet_tags);
+# the instances get it from their launch template's tag specifications.
+CLUSTER_TAG = "gpufleet-cluster"
+
+
+def terminate_policy(part: str, cluster: str) -> str:
+    """Only ec2:TerminateInstances, only on instances tagged with this cluster's name.
+
+    One fixed policy for the whole fleet: a node added changes nothing here, and its size does
+    not grow with the node count (a role's inline policies share one size cap).
+    """
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -44,65 +62,76 @@ def terminate_policy(instance_arns: list[str]) -> str:
                 {
                     "Effect": "Allow",
                     "Action": "ec2:TerminateInstances",
-                    "Resource": sorted(instance_arns),
+                    "Resource": f"arn:{part}:ec2:*:*:instance/*",
+                    "Condition": {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster}},
                 }
             ],
         }
     )
 
 
-ASSUME = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "scheduler.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-)
+def assume_policy(account_id: str) -> str:
+    """EventBridge Scheduler may assume the role, for schedules of this account only (the
+    confused-deputy condition of the Scheduler execution-role docs, setting-up.html)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "scheduler.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+                }
+            ],
+        }
+    )
 
 
-def backstop_role(name: str, tags: dict[str, Any], opts: pulumi.ResourceOptions) -> Any:
-    """The role EventBridge Scheduler assumes; each node's policy (terminate_at_expiry) is the
-    only thing it may do."""
-    return aws.iam.Role(
+def backstop_role(
+    name: str, region: str, tags: dict[str, Any], opts: pulumi.ResourceOptions
+) -> tuple[Any, Any]:
+    """The role EventBridge Scheduler assumes, and its one policy: terminate the instances
+    tagged with this cluster's name (tags[CLUSTER_TAG]), nothing else."""
+    role = aws.iam.Role(
         f"{name}-backstop-role",
-        assume_role_policy=ASSUME,
+        assume_role_policy=aws.get_caller_identity_output().account_id.apply(assume_policy),
         description=f"gpufleet {name}: EventBridge Scheduler terminates the fleet at its expiry",
         tags={**tags, "Name": f"{name}-backstop-role"},
         opts=opts,
     )
+    policy = aws.iam.RolePolicy(
+        f"{name}-backstop-terminate",
+        role=role.id,
+        policy=terminate_policy(partition(region), tags[CLUSTER_TAG]),
+        opts=opts,
+    )
+    return role, policy
 
 
 def terminate_at_expiry(
     name: str,
     region: str,
     role: Any,
+    policy: Any,
     instance: Any,
     expires_at: pulumi.Input[int],
     opts: pulumi.ResourceOptions,
 ) -> Any:
-    """The schedule that terminates node `name`'s `instance` at `expires_at`, and the policy
-    that lets `role` terminate that instance and no other.
+    """The schedule that terminates node `name`'s `instance` at `expires_at`, as `role`
+    (allowed by `policy`, backstop_role's).
 
     One per node, so that adding a node adds a schedule and changes none (one schedule listing
     every instance would be updated whenever the node count changes). A TTL change moves only
     the schedule's expression (UpdateSchedule, in place); the schedule deletes itself once it
     has run (ActionAfterCompletion DELETE, managing-schedule-delete.html).
     """
-    policy = aws.iam.RolePolicy(
-        f"{name}-backstop-terminate",
-        role=role.id,
-        policy=pulumi.Output.from_input(instance.arn).apply(lambda a: terminate_policy([a])),
-        opts=opts,
-    )
     return aws.scheduler.Schedule(
         f"{name}-backstop",
         description=f"gpufleet {name}: terminate the node at the hard expiry",
-        schedule_expression=pulumi.Output.from_input(expires_at).apply(at_expression),
+        schedule_expression=pulumi.Output.from_input(expires_at).apply(
+            lambda t: at_expression(t, None if under_mocks() else time.time())
+        ),
         schedule_expression_timezone="UTC",
         flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
         action_after_completion="DELETE",

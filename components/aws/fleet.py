@@ -291,9 +291,10 @@ class GpuFleet(GpufleetComponent):
                     id=template.id, version=template.latest_version.apply(lambda v: str(int(v)))
                 ),
                 tags={**tags, "Name": f"{name}-node-{i}"},
-                # Our own ENI is attached to one instance at a time: a replacement must wait
-                # for the old instance to let go of it.
-                opts=self.child(delete_before_replace=True) if eni else child,
+                # Delete first: a replacement created beside the old node would need the
+                # family's vCPU quota (and the placement group's capacity) twice, and our own
+                # ENI is attached to one instance at a time.
+                opts=self.child(delete_before_replace=True),
             )
             instances.append(inst)
             if eni is not None:
@@ -308,10 +309,10 @@ class GpuFleet(GpufleetComponent):
                         opts=self.child(depends_on=net.gateways),
                     )
                 )
-        role = backstop_role(name, tags, child)
+        role, policy = backstop_role(name, aws_region(spec), tags, child)
         self.backstops = [
             terminate_at_expiry(
-                f"{name}-node-{i}", aws_region(spec), role, inst, self.expires_at, child
+                f"{name}-node-{i}", aws_region(spec), role, policy, inst, self.expires_at, child
             )
             for i, inst in enumerate(instances)
         ]

@@ -65,6 +65,13 @@ def fake_call(token: str, args: dict[str, Any]) -> dict | None:
             "location_types": [kind] * len(locations),
             "instance_types": found[:1] * len(locations),
         }
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {
+            "id": "123456789012",
+            "accountId": "123456789012",
+            "arn": "arn:aws:iam::123456789012:user/planner",
+            "userId": "AIDAPLANNER",
+        }
     if token == "aws:ssm/getParameter:getParameter":
         return {
             "name": args.get("name"),

@@ -15,9 +15,33 @@ if TYPE_CHECKING:
 # Broader than this, an SSH CIDR routed to the internet gateway would take most of the
 # internet away from the NAT gateway the workers depend on.
 WIDEST_SSH_PREFIX = 8
+# Instance tag keys when tags are in instance metadata, as the fleet's are (the node reads its
+# expiry there): letters, digits and + - = . , _ : @, not only "." or "..", not "_index"
+# (EC2 user guide, Using_Tags.html, "Tag restrictions").
+IMDS_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=.,_:@]+")
+IMDS_TAG_KEY_RESERVED = (".", "..", "_index")
 
 
 def spec_rules(spec: ClusterSpec) -> None:
+    _tag_keys(spec)
+    _ssh_cidrs(spec)
+
+
+def _tag_keys(spec: ClusterSpec) -> None:
+    """Refuse tag keys EC2 rejects on an instance whose tags are in instance metadata."""
+    for key in spec.tags:
+        if IMDS_TAG_KEY.fullmatch(key) and key not in IMDS_TAG_KEY_RESERVED:
+            continue
+        raise SpecError(
+            "tags",
+            f"{key!r} is not a tag key EC2 takes on these instances: their tags are in instance "
+            "metadata (the node reads its expiry there), and then a key may only use letters, "
+            "digits and + - = . , _ : @ (no spaces or /), and may not be only . or .., or _index",
+            f"rename it, e.g. {re.sub(r'[^A-Za-z0-9+=.,_:@-]', '-', key)!r}",
+        )
+
+
+def _ssh_cidrs(spec: ClusterSpec) -> None:
     """Refuse SSH CIDRs so wide that workers behind NAT would lose the internet."""
     if spec.public_workers or spec.nodes == 1:
         return

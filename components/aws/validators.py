@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi_aws as aws
 
 from gpufleet.components.aws.network import aws_region
-from gpufleet.components.validators import Validator, refuse
+from gpufleet.components.validators import Unanswered, Validator, refuse
 
 if TYPE_CHECKING:
     from gpufleet.components.catalog import InstanceType
@@ -54,28 +54,72 @@ def _quota(service: str, code: str, region: str) -> int:
     return _num(found.value)
 
 
+# The instance types each quota counts, as EC2 filter patterns (instance-type accepts `*`).
+QUOTA_TYPES = {"p": ["p*"], "g": ["g*", "vt*"]}
+LIVE = ["pending", "running"]
+
+
+def _instance_ids(region: str, types: list[str], spot: bool | None = None) -> set[str]:
+    filters = [aws.ec2.GetInstancesFilterArgs(name="instance-type", values=types)]
+    if spot:
+        filters.append(aws.ec2.GetInstancesFilterArgs(name="instance-lifecycle", values=["spot"]))
+    found = aws.ec2.get_instances(filters=filters, instance_state_names=LIVE, region=region)
+    return set(found.ids or [])
+
+
+def vcpus_in_use(family: str, spot: bool, region: str) -> int:
+    """vCPUs of the family's pending and running instances of this market (spot, or not spot),
+    which the same quota already counts: another cluster, a notebook, a bake.
+
+    DescribeInstances gives the ids, each instance its type, DescribeInstanceTypes each distinct
+    type's DefaultVCpus (once per type)."""
+    types = QUOTA_TYPES[family]
+    spot_ids = _instance_ids(region, types, spot=True)
+    ids = spot_ids if spot else _instance_ids(region, types) - spot_ids
+    per_type: dict[str, int] = {}
+    total = 0
+    for i in sorted(ids):
+        t = aws.ec2.get_instance(instance_id=i, region=region).instance_type
+        if t not in per_type:
+            per_type[t] = _num(
+                aws.ec2.get_instance_type(instance_type=t, region=region).default_vcpus
+            )
+        total += per_type[t]
+    return total
+
+
 def _vcpus(spec: ClusterSpec, it: InstanceType) -> str | None:
-    quotas = VCPU_QUOTAS.get(it.name[:1])
+    family = it.name[:1]
+    quotas = VCPU_QUOTAS.get(family)
     if quotas is None:
         return None
     code, name = quotas[spec.spot]
     region = aws_region(spec)
     have, need = _quota("ec2", code, region), spec.nodes * it.vcpus
-    if have < need:
+    if spec.capacity_block:
+        # Not confirmed either way in EC2's docs whether a Capacity Block's instances count
+        # against the on-demand vCPU quota; the block itself was bought for this capacity.
+        return (
+            f"{name} {have} vCPUs, need {need}: not enforced for a Capacity Block (unconfirmed "
+            "whether its instances count against this quota)"
+        )
+    used = vcpus_in_use(family, spec.spot, region)
+    if have - used < need:
         raise refuse(
             VCPUS,
-            f"{name} ({code}) is {have} vCPUs in {region}; {spec.nodes} × {it.name} need "
-            f"{need} (new accounts often have 0 for P instances: EC2 would answer "
-            "VcpuLimitExceeded after the network exists)",
-            _increase("ec2", code, name, need, region),
+            f"{name} ({code}) is {have} vCPUs in {region}, {used} of them in use by pending or "
+            f"running instances; {spec.nodes} × {it.name} need {need} (new accounts often have "
+            "0 for P instances: EC2 would answer VcpuLimitExceeded after the network exists)",
+            _increase("ec2", code, name, used + need, region)
+            + (", or end the instances that use it" if used else ""),
         )
-    return f"{name} {have} vCPUs, need {need}"
+    return f"{name} {have} vCPUs, {used} in use, need {need}"
 
 
 VCPUS = Validator(
     "aws",
     "the vCPU quota of the instance family holds every node",
-    "Service Quotas GetServiceQuota (ec2)",
+    "Service Quotas GetServiceQuota (ec2) + EC2 DescribeInstances, DescribeInstanceTypes",
     _vcpus,
     "P and G instances (on-demand, or spot with spot: true)",
 )
@@ -186,21 +230,45 @@ def _image(spec: ClusterSpec, it: InstanceType) -> str | None:
         ) from None
     if found.state and found.state != "available":
         raise refuse(IMAGE, f"{ami} is {found.state}, not available", "give an available AMI id")
-    gone = found.deprecation_time
-    if gone and datetime.fromisoformat(gone.replace("Z", "+00:00")) <= datetime.now(timezone.utc):
+    kind = aws.ec2.get_instance_type(instance_type=it.name, region=region)
+    archs = list(kind.supported_architectures or [])
+    if found.architecture and archs and found.architecture not in archs:
         raise refuse(
             IMAGE,
-            f"{ami} ({found.name}) was deprecated at {gone}",
-            "give a current AMI, or leave image unset for the current DLAMI (an SSM parameter "
-            "EC2 resolves at launch)",
+            f"{ami} ({found.name}) is {found.architecture}; {it.name} runs {', '.join(archs)}",
+            f"give an AMI built for {archs[0]}",
         )
-    return f"{ami} ({found.name}) available, root device {found.root_device_name}"
+    root = _root_size(found)
+    if root and spec.disk_gb < root:
+        raise refuse(
+            IMAGE,
+            f"{ami}'s root snapshot is {root} GiB; disk_gb {spec.disk_gb} is smaller (EC2 refuses "
+            "a root volume smaller than its snapshot)",
+            f"set disk_gb to at least {root}",
+        )
+    detail = f"{ami} ({found.name}) available, {found.architecture or 'arch unknown'}, root "
+    detail += f"device {found.root_device_name}" + (f" ({root} GiB snapshot)" if root else "")
+    gone = found.deprecation_time
+    if gone and datetime.fromisoformat(gone.replace("Z", "+00:00")) <= datetime.now(timezone.utc):
+        # A deprecated AMI still launches by its id (ami-deprecate.html); only its listing goes.
+        detail += f"; warning: deprecated since {gone}, still launchable by id (pick a current AMI)"
+    return detail
+
+
+def _root_size(found: Any) -> int:
+    """GiB of the AMI's root snapshot (its block device mapping at the root device), or 0."""
+    for m in found.block_device_mappings or []:
+        get = m.get if isinstance(m, dict) else lambda k, m=m: getattr(m, k, None)
+        ebs = get("ebs") or {}
+        if get("device_name") == found.root_device_name and ebs:
+            return _num(ebs.get("volume_size"))
+    return 0
 
 
 IMAGE = Validator(
     "aws",
-    "the image resolves to an available AMI that is not deprecated",
-    "SSM GetParameter + EC2 DescribeImages",
+    "the image resolves to an available AMI of the type's architecture that fits disk_gb",
+    "SSM GetParameter + EC2 DescribeImages, DescribeInstanceTypes",
     _image,
 )
 
@@ -269,4 +337,102 @@ EGRESS = Validator(
     "when the spec names an existing vpc_id/subnet_id",
 )
 
-VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EGRESS]
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _reservation(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The reservation holds the fleet: its type, zone, state, free count and placement group
+    (as ParallelCluster's CapacityReservationValidator and
+    PlacementGroupCapacityReservationValidator compare them)."""
+    if not spec.reservation:
+        return None
+    region, cr = aws_region(spec), spec.reservation
+    try:
+        # Answers only reservations of type capacity-block (DescribeCapacityReservations).
+        r: Any = aws.ec2.get_capacity_block_reservation(id=cr, region=region)
+        why = "" if r.instance_type else "no such Capacity Block"
+    except Exception as e:
+        r, why = None, _first_line(e)
+    if why:
+        if spec.capacity_block:
+            raise refuse(
+                RESERVATION,
+                f"{cr} is not a Capacity Block this account holds in {region} ({why})",
+                "give the block's cr-... id (aws ec2 describe-capacity-reservations "
+                "--filters Name=reservation-type,Values=capacity-block), or drop capacity_block "
+                "for an On-Demand Capacity Reservation",
+            ) from None
+        raise Unanswered(
+            f"{cr} is not a Capacity Block, and pulumi_aws reads On-Demand Capacity "
+            "Reservations with no data source; EC2 refuses at launch if it does not match"
+        ) from None
+    if not spec.capacity_block:
+        raise refuse(
+            RESERVATION,
+            f"{cr} is a Capacity Block, but capacity_block is false (EC2 launches into a block "
+            "only with market type capacity-block)",
+            "set capacity_block: true",
+        )
+    problems = []
+    if r.instance_type != it.name:
+        problems.append(f"it reserves {r.instance_type}, not {it.name}")
+    if spec.zone and r.availability_zone != spec.zone:
+        problems.append(f"it is in {r.availability_zone}, not zone {spec.zone}")
+    if r.state != "active":
+        problems.append(f"it is {r.state} (from {r.start_date} to {r.end_date}), not active")
+    free = _num(r.available_instance_count)
+    if free < spec.nodes:
+        problems.append(
+            f"{free} of its {_num(r.instance_count)} instances are free, not {spec.nodes}"
+        )
+    group = (r.placement_group_arn or "").rsplit("/", 1)[-1] if r.placement_group_arn else ""
+    if group and group != spec.placement_group:
+        problems.append(
+            f"it was made in placement group {group}, and the fleet launches "
+            + (f"into {spec.placement_group}" if spec.placement_group else "into none")
+        )
+    if problems:
+        raise refuse(
+            RESERVATION,
+            f"{cr}: " + "; ".join(problems),
+            "give a reservation that matches (instance type, zone, free count"
+            + (f", placement_group: {group}" if group else "")
+            + "), or change the spec to it",
+        )
+    where = f", placement group {group}" if group else ""
+    return f"{cr}: {r.instance_type} in {r.availability_zone}, active, {free} free{where}"
+
+
+RESERVATION = Validator(
+    "aws",
+    "the capacity reservation holds the fleet (type, zone, state, free count, placement group)",
+    "EC2 DescribeCapacityReservations (Capacity Blocks)",
+    _reservation,
+    "with a reservation (On-Demand Capacity Reservations: skipped, no data source)",
+)
+
+
+def _efa(spec: ClusterSpec, it: InstanceType) -> str | None:
+    if it.fabric != "efa":
+        return None
+    kind = aws.ec2.get_instance_type(instance_type=it.name, region=aws_region(spec))
+    if not kind.efa_supported:
+        raise refuse(
+            EFA,
+            f"EC2 says {it.name} does not support EFA (DescribeInstanceTypes EfaSupported false)",
+            "pick an EFA type (p4d, p5, ...) or report the catalog entry as wrong",
+        )
+    return f"{it.name} supports EFA"
+
+
+EFA = Validator(
+    "aws",
+    "the instance type supports EFA, as its fabric needs",
+    "EC2 DescribeInstanceTypes",
+    _efa,
+    "types whose fabric is efa",
+)
+
+VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EFA, EGRESS, RESERVATION]

@@ -14,13 +14,22 @@ want_conf="$(grep '^NCCL_' "$src" || true)"
 want_profile="$(sed 's/^\([A-Za-z_][A-Za-z0-9_]*\)=\(.*\)$/export \1="\2"/' "$src")"
 libpath="${GPUFLEET_NCCL_LIBRARY_PATH:-}"
 if [ "${GPUFLEET_FABRIC:-none}" = efa ]; then
-  # aws-ofi-nccl's directory depends on the EFA installer and the OS: lib64 (installer 1.44 and
-  # later), lib/<arch>-linux-gnu (older, Ubuntu), lib (older, Amazon Linux and RHEL),
-  # /opt/aws-ofi-nccl/lib (DLAMIs that built it there). The one holding the plugin goes first.
+  # aws-ofi-nccl's directory depends on the EFA installer's package and the OS, not on one
+  # installer version: lib64, lib/<arch>-linux-gnu (Ubuntu packages, old and new),
+  # lib (Amazon Linux and RHEL), /opt/aws-ofi-nccl/lib (DLAMIs that built it there). The one
+  # holding the plugin goes first.
   for d in /opt/amazon/ofi-nccl/lib64 "/opt/amazon/ofi-nccl/lib/$(uname -m)-linux-gnu" \
     /opt/amazon/ofi-nccl/lib /opt/aws-ofi-nccl/lib; do
     compgen -G "$R$d/libnccl-net*.so" >/dev/null || continue
     case ":$libpath:" in *":$d:"*) ;; *) libpath="$d${libpath:+:$libpath}" ;; esac
+    # Since aws-ofi-nccl PR #808 (2025-03) the plugin is libnccl-net-ofi.so, libnccl-net.so a
+    # link to it; NCCL_NET_PLUGIN=ofi loads it by that name (NCCL env docs, NCCL_NET_PLUGIN),
+    # where a NCCL_NET_PLUGIN set to another plugin (NGC images set spcx) would leave NCCL on
+    # sockets.
+    if [ -e "$R$d/libnccl-net-ofi.so" ]; then
+      want_conf+=$'\nNCCL_NET_PLUGIN=ofi'
+      want_profile+=$'\nexport NCCL_NET_PLUGIN="ofi"'
+    fi
     break
   done
 fi

@@ -63,6 +63,7 @@ esac""",
     "mountpoint": "[ -f K/mounted ]",
     "uname": """case "$1" in
   -r) cat K/kernel 2>/dev/null || echo 5.15.0-1071-gcp ;;
+  -m) echo x86_64 ;;
   *) echo Linux ;;
 esac""",
     "modinfo": '[ -f K/import-helper ] && echo "name: import-helper"',

@@ -25,8 +25,12 @@ from tests.components.stackplans import plan
 #   once it has invoked its target.
 # - EC2 API reference, TerminateInstances: request parameter InstanceIds (array of strings).
 # - IAM: the role is assumed by the service principal scheduler.amazonaws.com
-#   (EventBridge Scheduler user guide, setting-up.html#setting-up-execution-role).
+#   (EventBridge Scheduler user guide, setting-up.html#setting-up-execution-role), and the
+#   trust policy there conditions it on "aws:SourceAccount": "<your account id>" against the
+#   confused deputy (an aws:SourceArn of a schedule group is optional; the schedules here are
+#   in the default group).
 SOURCE = {
+    "source_account_condition": "aws:SourceAccount",
     "target": "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances",
     "principal": "scheduler.amazonaws.com",
     "action": "ec2:TerminateInstances",
@@ -63,25 +67,49 @@ def test_a_schedule_terminates_each_node_at_the_hard_expiry():
         assert s.inputs["target"]["roleArn"].endswith("aws-p5-backstop-role")
 
 
-def test_the_schedule_role_may_only_terminate_the_fleets_own_instances():
+# IAM and AWS STS quotas (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+# reference_iam-quotas.html, read 2026-11-25): "Role policy size: You can add as many inline
+# policies as you want to an IAM role, but the total aggregate policy size (the sum size of all
+# inline policies) per role cannot exceed 10,240 characters"; "IAM does not count white space".
+# Service Authorization Reference, Amazon EC2 (list_amazonec2.html, read 2026-11-25):
+# TerminateInstances acts on resource type instance, arn:${Partition}:ec2:${Region}:${Account}:
+# instance/${InstanceId}, with condition key aws:ResourceTag/${TagKey}.
+SOURCE_IAM = {"inline_policy_chars_per_role": 10_240}
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+def test_the_schedule_role_may_only_terminate_instances_tagged_with_its_cluster():
     p = plan("aws-p5")
     role = one(p, "aws:iam/role:Role")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (stmt,) = trust["Statement"]
     assert stmt["Principal"] == {"Service": SOURCE["principal"]}
     assert stmt["Action"] == "sts:AssumeRole"
-    instances = {i.name: i for i in p.of_type(INSTANCE)}
-    policies = {r.name: r for r in p.of_type("aws:iam/rolePolicy:RolePolicy")}
-    assert sorted(policies) == [f"{n}-backstop-terminate" for n in sorted(instances)]
-    arns = set()
-    for policy in policies.values():
-        assert policy.inputs["role"] == "aws-p5-backstop-role-id"
-        (allow,) = json.loads(policy.inputs["policy"])["Statement"]
-        assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
-        (arn,) = allow["Resource"]
-        assert arn.startswith("arn:aws:ec2:") and ":instance/i-" in arn
-        arns.add(arn)
-    assert len(arns) == len(instances)  # each node's policy names its own instance
+    # The mocks' caller identity is account 123456789012 (components/aws/mocks.py).
+    assert stmt["Condition"] == {
+        "StringEquals": {SOURCE["source_account_condition"]: "123456789012"}
+    }
+    policy = one(p, ROLE_POLICY)
+    assert policy.inputs["role"] == "aws-p5-backstop-role-id"
+    (allow,) = json.loads(policy.inputs["policy"])["Statement"]
+    assert allow["Effect"] == "Allow" and allow["Action"] == SOURCE["action"]
+    assert allow["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    ((key, value),) = allow["Condition"]["StringEquals"].items()
+    assert key.startswith("aws:ResourceTag/")
+    tag = key[len("aws:ResourceTag/") :]
+    # Every instance carries that tag with that value, from its template and on itself.
+    for inst in p.of_type(INSTANCE):
+        assert inst.inputs["tags"][tag] == value
+    for lt in p.of_type(LT):
+        (spec,) = [t for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance"]
+        assert spec["tags"][tag] == value
+
+
+def test_a_hundred_node_fleet_fits_the_roles_inline_policy_size():
+    p = plan("aws-p5", nodes=100)
+    assert len(p.of_type(INSTANCE)) == 100
+    size = sum(len("".join(r.inputs["policy"].split())) for r in p.of_type(ROLE_POLICY))
+    assert size <= SOURCE_IAM["inline_policy_chars_per_role"], size
 
 
 def _plan_ttl(ttl: int) -> Plan:
@@ -186,3 +214,36 @@ def test_the_expiry_script_goes_at_the_tag_imds_answers(tmp_path, answer, remove
     assert "169.254.169.254/latest/meta-data/tags/instance/gpufleet-expires" in calls
     assert "X-aws-ec2-metadata-token: tok" in calls
     assert calls.rstrip().endswith("systemctl poweroff") == removed
+
+
+def test_a_schedule_is_never_set_in_the_past():
+    """A one-time schedule runs once at its time (schedule-types.html); at a time already past,
+    a re-apply after the expiry would leave nothing to terminate the nodes. The backstop sets
+    it a little ahead of now instead."""
+    from gpufleet.components.aws.backstop import at_expression
+
+    now = 1_900_000_000
+    assert at_expression(now + 3600, now) == "at(2030-03-17T18:46:40)"  # still ahead: unchanged
+    ahead = at_expression(now - 3600, now)  # the expiry has passed
+    when = datetime.strptime(ahead, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=timezone.utc)
+    assert now < when.timestamp() <= now + 300
+
+
+@pytest.mark.parametrize(("lease", "said"), [(None, True), ("1900000000", False)])
+def test_an_expiry_tag_never_read_is_said_once_in_the_journal(tmp_path, lease, said):
+    """Instance tags are in IMDS only with InstanceMetadataTags enabled (EC2 user guide,
+    work-with-tags-in-IMDS.html, read 2026-11-25; otherwise tags/instance/ answers 404). A node
+    that never reads its tag and has no lease has no deadline of its own; the timer's stderr
+    goes to the journal (systemd.exec StandardError=inherit -> journal, read 2026-11-25)."""
+    from tests.images.test_steps import expire, make_node, prebake
+
+    node = prebake(make_node(tmp_path, "aws", "p4d.24xlarge"))
+    node.set_env(GPUFLEET_EXPIRES_AT="", GPUFLEET_EXPIRY_TAG="gpufleet-expires")
+    (node.bin / "curl").write_text("#!/bin/sh\nexit 22\n")  # IMDS answers 404 to the tag
+    if lease:
+        node.put("var/lib/gpufleet/lease", lease)
+    first, second = expire(node), expire(node)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr
+    assert ("will not expire by itself" in first.stderr) == said, first.stderr
+    assert "will not expire by itself" not in second.stderr  # once
+    assert "systemctl poweroff" not in node.recorded()

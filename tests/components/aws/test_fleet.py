@@ -481,3 +481,16 @@ def test_reservation_options_are_refused_where_they_mean_nothing(fields, field):
     with pytest.raises(SpecError) as e:
         ClusterSpec.from_input({**data, **fields})
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("stack", ["aws-p5", "aws-p4d", "aws-g5"])
+def test_every_node_is_deleted_before_its_replacement_is_created(stack):
+    """Pulumi creates a replacement before deleting the old resource unless deleteBeforeReplace
+    is set (pulumi.com/docs/iac/concepts/resources/options/deletebeforereplace/, read
+    2026-11-25); a GPU node created beside the one it replaces needs the family's vCPU quota
+    (Running On-Demand P instances, in vCPUs) twice over."""
+    p = plan(stack)
+    nodes = p.of_type("aws:ec2/instance:Instance")
+    assert nodes and all(n.delete_before_replace for n in nodes), [
+        n.name for n in nodes if not n.delete_before_replace
+    ]

@@ -47,3 +47,38 @@ def test_extend_past_the_backstop_is_refused_and_before_it_is_not():
     problem, fix = refuse_extension(created, created + 3600) or ("", "")
     assert "EventBridge Scheduler" in problem and "2030-03-17 17:46 UTC" in problem
     assert "ttl_minutes" in fix
+
+
+# EC2 user guide, "Tag your Amazon EC2 resources", tag restrictions
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html, read 2026-11-25), and
+# work-with-tags-in-IMDS.html: "If you enable instance tags in instance metadata, instance tag
+# keys can only use letters (a-z, A-Z), numbers (0-9), and the following characters: + - = . , _
+# : @. Instance tag keys can't contain spaces or /, and can't comprise only . (one period),
+# .. (two periods), or _index."
+SOURCE_IMDS_KEYS = {
+    "team": True,
+    "cost-center": True,
+    "a+b=c.d,e_f:g@h": True,
+    "Cost Center": False,
+    "team/ml": False,
+    "aws:x/y": False,
+    ".": False,
+    "..": False,
+    "_index": False,
+    "ünïcode": False,
+}
+
+
+@pytest.mark.parametrize(("key", "ok"), sorted(SOURCE_IMDS_KEYS.items()))
+def test_tag_keys_must_be_valid_in_instance_metadata(key, ok):
+    from gpufleet.components.clusterspec import ClusterSpec
+    from gpufleet.components.errors import SpecError
+
+    spec = {"name": "c", "cloud": "aws", "instance_type": "p4d.24xlarge", "tags": {key: "v"}}
+    if ok:
+        assert ClusterSpec.from_input(spec).tags == {key: "v"}
+        return
+    with pytest.raises(SpecError) as e:
+        ClusterSpec.from_input(spec)
+    assert e.value.field == "tags" and "+ - = . , _ : @" in str(e.value)
+    assert "instance metadata" in str(e.value)

@@ -32,6 +32,15 @@ SOURCE_QUOTAS = {
 }
 # vCPUs per type (EC2 instance type pages; p4d.24xlarge 96, p5.48xlarge 192, g5.12xlarge 48).
 SOURCE_VCPUS = {"p4d.24xlarge": 96, "p5.48xlarge": 192, "g5.12xlarge": 48}
+# DescribeInstanceTypes (EC2 API reference, API_InstanceTypeInfo.html: ProcessorInfo.
+# SupportedArchitectures, NetworkInfo.EfaSupported; values from the EC2 instance type pages,
+# accelerated-computing-instances.html, and the EFA supported-types list in efa.html, read
+# 2026-11-25): all three are x86_64 and support EFA.
+SOURCE_TYPES: dict[str, dict[str, Any]] = {
+    "p4d.24xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+    "p5.48xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+    "g5.12xlarge": {"supportedArchitectures": ["x86_64"], "efaSupported": True},
+}
 
 QUOTA = "aws:servicequotas/getServiceQuota:getServiceQuota"
 VPCS = "aws:ec2/getVpcs:getVpcs"
@@ -39,6 +48,9 @@ EIPS = "aws:ec2/getEips:getEips"
 AMI = "aws:ec2/getAmi:getAmi"
 TABLES = "aws:ec2/getRouteTables:getRouteTables"
 TABLE = "aws:ec2/getRouteTable:getRouteTable"
+INSTANCES = "aws:ec2/getInstances:getInstances"
+INSTANCE = "aws:ec2/getInstance:getInstance"
+ITYPE = "aws:ec2/getInstanceType:getInstanceType"
 
 
 def account(
@@ -48,9 +60,23 @@ def account(
     ami: dict[str, Any] | None = None,
     routes: list[dict[str, str]] | None = None,
     asked: list[dict[str, Any]] | None = None,
+    running: list[tuple[str, str, bool]] | None = None,
+    types: dict[str, dict[str, Any]] | None = None,
 ) -> FakeAccount:
-    """An account with room everywhere, but for what is given."""
+    """An account with room everywhere, but for what is given; `running` lists pending or
+    running instances as (id, type, spot)."""
     quotas = quotas or {}
+    running = running or []
+
+    def instances(args: dict[str, Any]) -> dict[str, Any]:
+        assert args["instanceStateNames"] == ["pending", "running"]
+        filters = {f["name"]: f["values"] for f in args["filters"]}
+        prefixes = [v.rstrip("*") for v in filters["instance-type"]]
+        spot_only = filters.get("instance-lifecycle") == ["spot"]
+        ids = [
+            i for i, t, spot in running if t.startswith(tuple(prefixes)) and (spot or not spot_only)
+        ]
+        return {"id": "r", "ids": ids}
 
     def quota(args: dict[str, Any]) -> dict[str, Any]:
         if asked is not None:
@@ -74,6 +100,17 @@ def account(
                 "ids": ["rtb-1"] if a["filters"][0]["name"] == "association.subnet-id" else [],
             },
             TABLE: lambda a: {"id": "rtb-1", "routeTableId": "rtb-1", "routes": routes or []},
+            INSTANCES: instances,
+            INSTANCE: lambda a: {
+                "id": a["instanceId"],
+                "instanceType": {i: t for i, t, _ in running}[a["instanceId"]],
+            },
+            ITYPE: lambda a: {
+                "id": a["instanceType"],
+                "defaultVcpus": SOURCE_VCPUS[a["instanceType"]],
+                **SOURCE_TYPES.get(a["instanceType"], {}),
+                **(types or {}).get(a["instanceType"], {}),
+            },
         }
     )
 
@@ -130,8 +167,52 @@ def test_a_vcpu_quota_with_room_passes_and_says_what_it_found():
     asked: list[dict[str, Any]] = []
     fleet = build("aws-p5", account({("ec2", "L-417A185B"): 384.0}, asked=asked))
     (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
-    assert vcpu.status == "passed" and vcpu.detail.endswith("384 vCPUs, need 384")
+    assert vcpu.status == "passed" and vcpu.detail.endswith("384 vCPUs, 0 in use, need 384")
     assert {"serviceCode": "ec2", "quotaCode": "L-417A185B", "region": "us-east-1"} in asked
+
+
+def test_running_instances_of_the_family_use_the_quota_and_are_subtracted():
+    """The quota counts every running instance of the family (EC2 user guide, On-Demand
+    Instance quotas: "the number of vCPUs ... for your running On-Demand instances"): another
+    cluster's p4d (96 vCPUs) leaves 384 - 96 = 288, short of 2 × p5.48xlarge (384). A spot p5
+    and a stopped-or-other-family instance do not count against the on-demand quota."""
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    running = [
+        ("i-1", "p4d.24xlarge", False),
+        ("i-2", "p5.48xlarge", True),
+        ("i-3", "g5.12xlarge", False),
+    ]
+    err = refusal("aws-p5", account({("ec2", code): 384.0}, running=running))
+    assert "is 384 vCPUs" in str(err) and "96 of them in use" in str(err)
+    assert "need 384" in str(err) and "--desired-value 480" in err.hint
+
+
+def test_room_beside_running_instances_passes():
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    running = [("i-1", "p4d.24xlarge", False), ("i-2", "p4d.24xlarge", False)]
+    fleet = build("aws-p5", account({("ec2", code): 576.0}, running=running))
+    (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
+    assert vcpu.status == "passed" and vcpu.detail.endswith("576 vCPUs, 192 in use, need 384")
+
+
+def test_spot_instances_use_the_spot_quota():
+    code = SOURCE_QUOTAS[("g", "spot")][1]
+    running = [("i-1", "g5.12xlarge", True), ("i-2", "g5.12xlarge", False)]
+    err = refusal("aws-g5", account({("ec2", code): 96.0}, running=running))
+    assert "48 of them in use" in str(err)
+
+
+def test_a_capacity_block_is_not_refused_for_the_on_demand_quota():
+    code = SOURCE_QUOTAS[("p", "on-demand")][1]
+    fleet = build(
+        "aws-p5",
+        with_block(account({("ec2", code): 0.0})),
+        reservation="cr-0123456789abcdef0",
+        capacity_block=True,
+        zone="us-east-1d",
+    )
+    (vcpu,) = [c for c in fleet.checks if "vCPU" in c.fact]
+    assert vcpu.status == "passed" and "unconfirmed" in vcpu.detail
 
 
 def test_a_full_vpc_quota_is_refused_and_an_existing_vpc_is_offered():
@@ -170,16 +251,60 @@ def test_an_eip_quota_with_room_passes():
     assert eip.status == "passed" and "3 allocated, need 2 more" in eip.detail
 
 
-def test_a_deprecated_ami_is_refused():
-    """DescribeImages gives DeprecationTime; past it, the image is deprecated (EC2 user guide,
-    ami-deprecate.html: a deprecated AMI no longer shows in DescribeImages unless asked)."""
-    err = refusal(
+def test_a_deprecated_ami_passes_with_a_warning():
+    """DescribeImages gives DeprecationTime; past it, the image is deprecated, but "you can
+    still launch instances ... using the deprecated AMI ID", launch templates included (EC2
+    user guide, ami-deprecate.html, read 2026-11-25)."""
+    fleet = build(
         "aws-p4d",
         account(ami={"deprecationTime": "2026-04-13T00:00:00.000Z"}),
         image="ami-0123456789abcdef0",
     )
-    assert "ami-0123456789abcdef0" in str(err) and "deprecated at 2026-04-13" in str(err)
-    assert "leave image unset" in err.hint
+    (image,) = [c for c in fleet.checks if "image" in c.fact]
+    assert image.status == "passed"
+    assert "warning: deprecated since 2026-04-13" in image.detail
+
+
+# DescribeImages (EC2 API reference, API_Image.html, read 2026-11-25): Architecture (i386 |
+# x86_64 | arm64 | ...), RootDeviceName, BlockDeviceMappings with Ebs.VolumeSize of the
+# snapshot; "you can't decrease the size of the volume below the size of the snapshot"
+# (RunInstances BlockDeviceMapping / EbsBlockDevice.VolumeSize: "the volume size must be equal
+# to or larger than the snapshot size").
+SOURCE_ARM_AMI = {"architecture": "arm64"}
+SOURCE_ROOT_200 = {
+    "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volume_size": "200"}}]
+}
+
+
+def test_an_ami_of_another_architecture_is_refused():
+    err = refusal("aws-p4d", account(ami=SOURCE_ARM_AMI), image="ami-0123456789abcdef0")
+    assert "is arm64" in str(err) and "p4d.24xlarge runs x86_64" in str(err)
+
+
+def test_a_root_volume_smaller_than_the_amis_snapshot_is_refused():
+    err = refusal(
+        "aws-p4d", account(ami=SOURCE_ROOT_200), image="ami-0123456789abcdef0", disk_gb=100
+    )
+    assert "root snapshot is 200 GiB" in str(err) and "at least 200" in err.hint
+
+
+def test_a_root_volume_as_large_as_the_snapshot_passes():
+    fleet = build(
+        "aws-p4d", account(ami={**SOURCE_ROOT_200, "architecture": "x86_64"}), disk_gb=200
+    )
+    (image,) = [c for c in fleet.checks if "image" in c.fact]
+    assert image.status == "passed" and "x86_64" in image.detail and "200 GiB" in image.detail
+
+
+def test_an_efa_fabric_on_a_type_without_efa_is_refused():
+    err = refusal("aws-p5", account(types={"p5.48xlarge": {"efaSupported": False}}))
+    assert "does not support EFA" in str(err)
+
+
+def test_an_efa_type_passes():
+    fleet = build("aws-p5", account())
+    (efa,) = [c for c in fleet.checks if "EFA" in c.fact]
+    assert efa.status == "passed"
 
 
 def test_an_unavailable_ami_is_refused():
@@ -225,3 +350,81 @@ def test_every_node_public_needs_only_an_internet_gateway():
     fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True)
     (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
     assert "internet gateway" in egress.detail
+
+
+# EC2 API reference, CapacityReservation (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# API_CapacityReservation.html, read 2026-11-25): InstanceType, AvailabilityZone,
+# AvailableInstanceCount ("the remaining capacity ... the number of instances that can be
+# launched"), State (active = "the capacity is available for use"; scheduled, expired, ...),
+# ReservationType (default | capacity-block), PlacementGroupArn. ParallelCluster
+# (aws/aws-parallelcluster cli/src/pcluster/validators/ec2_validators.py,
+# CapacityReservationValidator and PlacementGroupCapacityReservationValidator, read 2026-11-25)
+# refuses a reservation of another instance type or zone, and a placement group other than the
+# one the reservation was made in.
+BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
+SOURCE_BLOCK = {
+    "instanceType": "p5.48xlarge",
+    "availabilityZone": "us-east-1d",
+    "state": "active",
+    "availableInstanceCount": 2,
+    "instanceCount": 2,
+    "reservationType": "capacity-block",
+    "placementGroupArn": "",
+    "startDate": "2026-11-25T11:30:00Z",
+    "endDate": "2026-11-26T11:30:00Z",
+}
+
+
+def with_block(acc: FakeAccount, **fields: Any) -> FakeAccount:
+    def block(args: dict[str, Any]) -> dict[str, Any]:
+        if fields.get("missing"):  # the data source finds none of type capacity-block
+            return {"id": args["id"]}
+        return {**SOURCE_BLOCK, "id": args["id"], **fields}
+
+    acc.invokes[BLOCK] = block
+    return acc
+
+
+BLOCK_SPEC = {"reservation": "cr-0123456789abcdef0", "capacity_block": True, "zone": "us-east-1d"}
+
+
+def test_a_capacity_block_that_holds_the_fleet_passes():
+    fleet = build("aws-p5", with_block(account()), **BLOCK_SPEC)
+    (r,) = [c for c in fleet.checks if "reservation" in c.fact]
+    assert r.status == "passed" and "active, 2 free" in r.detail
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"instanceType": "p4d.24xlarge"}, "reserves p4d.24xlarge, not p5.48xlarge"),
+        ({"availabilityZone": "us-east-1a"}, "in us-east-1a, not zone us-east-1d"),
+        ({"state": "scheduled"}, "is scheduled"),
+        ({"availableInstanceCount": 1}, "1 of its 2 instances are free, not 2"),
+        (
+            {"placementGroupArn": "arn:aws:ec2:us-east-1:123456789012:placement-group/blk"},
+            "placement group blk",
+        ),
+    ],
+)
+def test_a_capacity_block_that_does_not_match_is_refused(fields, says):
+    err = refusal("aws-p5", with_block(account(), **fields), **BLOCK_SPEC)
+    assert "cr-0123456789abcdef0" in str(err) and says in str(err), str(err)
+
+
+def test_a_reservation_that_is_not_the_block_the_spec_says_is_refused():
+    err = refusal("aws-p5", with_block(account(), missing=True), **BLOCK_SPEC)
+    assert "is not a Capacity Block" in str(err) and "drop capacity_block" in err.hint
+
+
+def test_a_capacity_block_named_without_capacity_block_is_refused():
+    spec = {**BLOCK_SPEC, "capacity_block": False}
+    err = refusal("aws-p5", with_block(account()), **spec)
+    assert "capacity_block is false" in str(err) and "capacity_block: true" in err.hint
+
+
+def test_an_on_demand_capacity_reservation_is_skipped_with_the_reason():
+    spec = {**BLOCK_SPEC, "capacity_block": False}
+    fleet = build("aws-p5", with_block(account(), missing=True), **spec)
+    (r,) = [c for c in fleet.checks if "reservation" in c.fact]
+    assert r.status == "skipped" and "no data source" in r.detail
