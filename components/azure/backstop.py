@@ -8,9 +8,10 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
-# The node deletes itself at its expiry and retries for 10 minutes (gpufleet-expire); the
-# schedule fires after that, so it only acts on a node that hung or could not reach ARM.
-GRACE_S = 30 * 60
+# The schedule fires GRACE_S after the expiry, past the node's own 10 minutes of retries, so it
+# only acts on a node that hung or could not reach ARM.
+from gpufleet.components.azure.rules import GRACE_S
+
 DAY_MIN = 24 * 60
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
@@ -22,6 +23,9 @@ ADMIN_DISALLOWED = frozenset(
      "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0", "sys",
      "test2", "test3", "user4", "user5"]
 )  # fmt: skip
+# The auto-shutdown fires this long after the expiry (components/azure/backstop.py): the node
+# deletes itself at its expiry and retries for 10 minutes (gpufleet-expire) first.
+GRACE_S = 30 * 60
 _USER_FIRST = set("abcdefghijklmnopqrstuvwxyz_")
 _USER_CHARS = _USER_FIRST | set("0123456789-")
 
@@ -121,6 +125,26 @@ def check_spec(spec: ClusterSpec) -> None:
             "is empty; the NSG would have no address to let SSH in from",
             "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
         )
+
+
+def refuse_extension(expiry: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when `wanted` is past the stack's expiry, else None.
+
+    Each VM's auto-shutdown (components/azure/backstop.py) deallocates it daily at the
+    expiry's time of day plus the node's grace, whatever the node is told; `extend` moves only
+    the node's timer. The schedule is Enabled for a TTL under 23.5 h; the expiry alone does not
+    say which, so every extension past it is refused (an Enabled schedule would cut it short).
+    """
+    if wanted <= expiry:
+        return None
+    firing = datetime.datetime.fromtimestamp(int(expiry) + GRACE_S, datetime.timezone.utc)
+    when = datetime.datetime.fromtimestamp(int(expiry), datetime.timezone.utc)
+    return (
+        "each VM's daily auto-shutdown (enabled for a TTL under 23.5 h) deallocates it at "
+        f"{firing:%H:%M UTC}, first on {firing:%Y-%m-%d}, whatever the nodes are told",
+        f"extend to at most {when:%Y-%m-%d %H:%M UTC}, or apply the stack again with a longer "
+        "ttl_minutes (on Azure that replaces the VMs: their custom data holds the expiry)",
+    )
 
 
 def explain_failure(text: str) -> tuple[str, str] | None:
