@@ -8,7 +8,7 @@ import pulumi
 import pulumi_azure_native as az
 
 from gpufleet.components.azure.backstop import auto_shutdown
-from gpufleet.components.azure.identity import node_role
+from gpufleet.components.azure.identity import deallocate_role, node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
@@ -73,6 +73,7 @@ class GpuFleet(GpufleetComponent):
             )
         client = az.authorization.get_client_config_output()
         role = node_role(name, rg, child)
+        fallback = deallocate_role(name, rg, child)
 
         def allow(
             label: str,
@@ -80,12 +81,13 @@ class GpuFleet(GpufleetComponent):
             scope: Any,
             after: list[Any] | None = None,
             again: list[Any] | None = None,
+            grant: Any = role,
         ) -> Any:
             return az.authorization.RoleAssignment(
                 label,
                 principal_id=identity.principal_id,
                 principal_type="ServicePrincipal",
-                role_definition_id=role.id,
+                role_definition_id=grant.id,
                 scope=scope,
                 opts=self.child(depends_on=after or [], replace_with=again),
             )
@@ -104,6 +106,9 @@ class GpuFleet(GpufleetComponent):
             # Microsoft.Authorization/roleAssignments/write (Contributor) fails here, before any
             # GPU VM bills (components/azure/rules.py explains that error).
             nic_role = allow(f"{vm_name}-nic-role", identity, nic.id)
+            # Deallocate on the group, before the VM: the fallback never waits on the
+            # VM-scoped assignments below (made after the VM, lost if `up` dies in between).
+            rg_role = allow(f"{vm_name}-rg-role", identity, rg.id, grant=fallback)
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -138,7 +143,7 @@ class GpuFleet(GpufleetComponent):
                     else {}
                 ),
                 opts=self.child(
-                    depends_on=[nic_role],
+                    depends_on=[nic_role, rg_role],
                     replace_on_changes=REPLACE_ON,
                     delete_before_replace=True,
                 ),

@@ -91,7 +91,10 @@ def test_the_node_role_grants_only_what_the_self_delete_needs():
     VM, install extensions or resize it; the custom role lists exact actions, scoped to the
     cluster's resource group and assigned on each node's own VM, NIC and disk only."""
     p = plan("azure-nd-a100")
-    (role,) = p.of_type("azure-native:authorization:RoleDefinition")
+    (role,) = [
+        r for r in p.of_type("azure-native:authorization:RoleDefinition")
+        if r.name.endswith("-node-role")
+    ]  # fmt: skip
     (perm,) = role.inputs["permissions"]
     assert set(perm["actions"]) == SELF_DELETE_NEEDS
     assert not VM_CONTRIBUTOR_ACTIONS & set(perm["actions"])
@@ -99,9 +102,41 @@ def test_the_node_role_grants_only_what_the_self_delete_needs():
     assert role.inputs["assignableScopes"] == [role.inputs["scope"]] == ["azure-nd-a100-rg-id"]
     for a in p.of_type("azure-native:authorization:RoleAssignment"):
         assert VM_CONTRIBUTOR not in a.inputs["roleDefinitionId"]
-        assert a.inputs["roleDefinitionId"] == f"{role.name}-id"
-        assert a.inputs["scope"] != role.inputs["scope"]  # never the whole group
-        assert role.name in a.depends_on
+        if a.inputs["roleDefinitionId"] == f"{role.name}-id":
+            assert a.inputs["scope"] != role.inputs["scope"]  # never the whole group
+            assert role.name in a.depends_on
+
+
+# What the deallocate fallback performs (Azure permissions for Compute, read 2026-11-25):
+# POST .../virtualMachines/{vm}/deallocate, and the VM's read.
+DEALLOCATE_NEEDS = {
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/deallocate/action",
+}
+
+
+@pytest.mark.parametrize("ttl_hours", [4, 24])
+def test_each_node_may_deallocate_before_its_vm_exists(ttl_hours):
+    """The VM-scoped assignments need the VM first; a CLI that dies between the VM and them
+    would leave a node that can neither delete nor deallocate itself (and for a TTL of 23.5 h
+    or more, e.g. the default `gpufleet run --ttl 24h`, no enabled auto-shutdown). A group-scope
+    assignment of a deallocate-only role is made before any VM, which waits for it."""
+    p = plan("azure-nd-a100", ttl_minutes=ttl_hours * 60)
+    roles = {r.name: r for r in p.of_type("azure-native:authorization:RoleDefinition")}
+    group = "azure-nd-a100-rg-id"
+    at_group = [
+        a for a in p.of_type("azure-native:authorization:RoleAssignment")
+        if a.inputs["scope"] == group
+    ]  # fmt: skip
+    ids = {a.inputs["principalId"] for a in at_group}
+    vms = p.of_type(VM)
+    assert len(at_group) == len(vms) == len(ids)
+    for a in at_group:
+        (role,) = [r for r in roles.values() if a.inputs["roleDefinitionId"] == f"{r.name}-id"]
+        (perm,) = role.inputs["permissions"]
+        assert set(perm["actions"]) == DEALLOCATE_NEEDS
+    for vm in vms:
+        assert {a.name for a in at_group} & set(vm.depends_on)
 
 
 def test_the_nsg_guards_the_subnet_as_well_as_each_nic():

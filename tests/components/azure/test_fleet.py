@@ -179,10 +179,16 @@ def test_each_node_may_delete_only_itself(nd):
     every VM in it (Azure RBAC scope inheritance). Each node gets its own identity, allowed on
     its own VM, NIC and OS disk only (what ARM's delete of the VM touches: the disk is deleted
     with it, the NIC detached), never on the group or a neighbour."""
-    roles = nd.of_type("azure-native:authorization:RoleAssignment")
+    (custom,) = [
+        r for r in nd.of_type("azure-native:authorization:RoleDefinition")
+        if r.name.endswith("-node-role")
+    ]  # fmt: skip
+    roles = [
+        r for r in nd.of_type("azure-native:authorization:RoleAssignment")
+        if r.inputs["roleDefinitionId"] == f"{custom.name}-id"
+    ]  # fmt: skip
     ids = nd.of_type("azure-native:managedidentity:UserAssignedIdentity")
     assert len(ids) == 2 and len(roles) == 6
-    (custom,) = nd.of_type("azure-native:authorization:RoleDefinition")
     for role in roles:
         assert role.inputs["roleDefinitionId"] == f"{custom.name}-id"
     principals = set()
