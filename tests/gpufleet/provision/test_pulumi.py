@@ -355,7 +355,7 @@ def test_extend_moves_every_nodes_own_expiry_and_the_record(node_writes, cloud, 
     from gpufleet.cli import main
     from gpufleet.core import state
 
-    created = time.time() + HOUR
+    created = time.time() + 3 * 24 * HOUR  # Azure refuses past its auto-shutdown (azure/rules.py)
     cloud_record(cloud, created)
     assert main(["extend", "c", "2d"]) == 0
     ((name, when),) = node_writes
@@ -428,7 +428,7 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
             return {"node-0": None, "node-1": "exit 1"}
 
     monkeypatch.setattr(remote, "Group", HalfGroup)
-    created = time.time() + HOUR
+    created = time.time() + 3 * HOUR  # within it: Azure refuses past its auto-shutdown
     cloud_record("azure", created)
     assert main(["extend", "c", "2h"]) == ExitCode.OPERATION_FAILED  # a step of gpufleet, not a job
     err = capsys.readouterr().err
