@@ -149,14 +149,38 @@ def refuse_extension(expiry: float, wanted: float) -> tuple[str, str] | None:
 
 def explain_failure(text: str) -> tuple[str, str] | None:
     """A plain account of an Azure deployment error gpufleet knows, as (problem, fix)."""
+    if "roleDefinitions/write" in text or (
+        "AuthorizationFailed" in text and "roleDefinitions" in text
+    ):
+        return (
+            "your Azure identity may not create custom roles "
+            "(Microsoft.Authorization/roleDefinitions/write, which Contributor lacks); the "
+            "cluster's nodes need its roles to delete or deallocate themselves at their expiry. "
+            "No VM was created: they wait for the roles.",
+            "run as Owner or User Access Administrator on the subscription or resource group "
+            "(Role Based Access Control Administrator may assign roles but not define them)",
+        )
+    if "RoleDefinitionDoesNotExist" in text:
+        return (
+            "ARM did not yet know the cluster's custom role, created moments before (role "
+            "definitions propagate eventually, pulumi-azure#840)",
+            "run the same command again (the role has propagated by then)",
+        )
     if "roleAssignments/write" in text or (
         "AuthorizationFailed" in text and "roleAssignments" in text
     ):
         return (
             "your Azure identity may not create role assignments "
             "(Microsoft.Authorization/roleAssignments/write, which Contributor lacks); each node "
-            "needs one to delete itself at its expiry. No VM was created: they wait for it.",
-            "run as Owner or User Access Administrator on the subscription or resource group, "
-            "or have one grant you Role Based Access Control Administrator",
+            "needs them to delete itself at its expiry. No VM was created: they wait for them.",
+            "run as Owner or User Access Administrator on the subscription or resource group "
+            "(gpufleet also defines custom roles, which Role Based Access Control Administrator "
+            "may not)",
+        )
+    if "NicReservedForAnotherVm" in text:
+        return (
+            "Azure keeps a network interface reserved for 180 seconds after its VM is deleted "
+            "(NicReservedForAnotherVm); the VMs are gone, their NICs and what they use remain",
+            "wait 3 minutes and run `gpufleet down` again",
         )
     return None

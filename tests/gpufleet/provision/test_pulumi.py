@@ -482,3 +482,22 @@ def test_a_region_without_the_type_fails_up_as_a_spec_error_with_nothing_created
     assert "eu-central-1 does not offer p5.48xlarge" in e.value.problem
     assert registered == []
     assert calls == [("up", None), ("destroy", None)]
+
+
+def test_a_destroy_error_the_cloud_knows_is_explained_with_its_fix(gpufleet_home, monkeypatch):
+    """`down` on Azure can meet NicReservedForAnotherVm (a NIC is held 180 s after its VM is
+    deleted): the cloud's rules say to wait and run `down` again, not a raw tail."""
+    from gpufleet.core.errors import GpufleetError
+    from tests.gpufleet.fakes import cluster
+
+    class Reserved(FakeStack):
+        def destroy(self, **_):
+            raise Exception("Code=NicReservedForAnotherVm Message=reserved for 180 seconds")
+
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
+    monkeypatch.setattr(pp, "_stack", lambda *_a: Reserved(None, {}, []))
+    info = cluster(cloud="azure")
+    with pytest.raises(GpufleetError) as caught:
+        pp.PulumiProvisioner().down(info, lambda _m: None)
+    assert "180" in caught.value.message and "gpufleet down" in (caught.value.hint or "")
