@@ -89,7 +89,11 @@ class GpuFleet(GpufleetComponent):
                 principal_type="ServicePrincipal",
                 role_definition_id=grant.id,
                 scope=scope,
-                opts=self.child(depends_on=after or [], replace_with=again),
+                # the same principal, role and scope again is a 409 RoleAssignmentExists while
+                # the old one stands: delete it first
+                opts=self.child(
+                    depends_on=after or [], replace_with=again, delete_before_replace=bool(again)
+                ),
             )
 
         nodes = []
@@ -168,7 +172,7 @@ class GpuFleet(GpufleetComponent):
                 self.expires_at,
                 spec.ttl_minutes,
                 common,
-                self.child(replace_with=again),
+                self.child(replace_with=again, delete_before_replace=True),  # a fixed name
             )
             nodes.append(
                 {

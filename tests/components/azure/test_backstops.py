@@ -149,3 +149,17 @@ def test_the_nsg_guards_the_subnet_as_well_as_each_nic():
     assert subnet.inputs["networkSecurityGroup"]["id"] == f"{nsg.name}-id"
     for nic in p.of_type("azure-native:network:NetworkInterface"):
         assert nic.inputs["networkSecurityGroup"]["id"] == f"{nsg.name}-id"
+
+
+def test_what_is_made_again_with_a_replaced_vm_is_deleted_first():
+    """Role assignments: one per (principal, role, scope); a second with the same three is a
+    409 RoleAssignmentExists (learn.microsoft.com/azure/role-based-access-control/
+    troubleshooting, read 2026-11-25). The auto-shutdown's name is fixed by its VM's
+    ("shutdown-computevm-{vm}", above). Either, made again with a replaced VM, must go first."""
+    p = plan("azure-nd-a100")
+    again = [
+        r for r in p.of_type("azure-native:authorization:RoleAssignment")
+        if r.name.endswith(("-vm-role", "-disk-role"))
+    ] + p.of_type(SCHEDULE)  # fmt: skip
+    assert len(again) == 3 * len(p.of_type(VM))
+    assert [r.name for r in again if not r.delete_before_replace] == []
