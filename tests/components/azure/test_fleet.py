@@ -291,3 +291,27 @@ def test_every_taggable_resource_carries_cluster_and_expiry(nd):
 def test_contract_outputs(nd):
     assert_contract(nd, 2)
     assert nd.outputs["fabric"] == "infiniband" and nd.outputs["ssh_user"] == "azureuser"
+
+
+# azure-identity (learn.microsoft.com/python/api/azure-identity/azure.identity.environmentcredential
+# and .defaultazurecredential, read 2026-11-25): EnvironmentCredential reads these, and
+# DefaultAzureCredential's ManagedIdentityCredential takes AZURE_CLIENT_ID as the user-assigned
+# identity to use.
+AZURE_IDENTITY_ENV = {
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_USERNAME",
+    "AZURE_PASSWORD",
+}
+
+
+def test_the_node_env_names_no_variable_azure_identity_reads(nd):
+    """The node's env carries its self-delete identity's client id; under AZURE_CLIENT_ID,
+    user code's DefaultAzureCredential on the node would pick the node identity up."""
+    for vm in nd.of_type(VM):
+        text = gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"])).decode()
+        names = set(re.findall(r"^\s*([A-Z][A-Z0-9_]*)=", text, re.M))
+        assert "GPUFLEET_AZURE_CLIENT_ID" in names
+        assert not names & AZURE_IDENTITY_ENV
