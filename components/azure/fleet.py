@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 # Immutable on an existing VM: ARM refuses a change with 409 (PropertyChangeNotAllowed), so a
 # plain `pulumi up` after a TTL, recipe or image change replaces the VM instead, deleting the
 # old one first (a second ND VM at once would need twice the quota, in one availability set).
-REPLACE_ON = ["osProfile.customData", "storageProfile.imageReference"]
+# The security type changes only on a deallocated VM (trusted-launch-existing-vm.md).
+REPLACE_ON = ["osProfile.customData", "storageProfile.imageReference", "securityProfile"]
 
 
 def os_disk_name(vm_name: str) -> str:

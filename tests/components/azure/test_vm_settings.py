@@ -104,3 +104,31 @@ def test_trusted_launch_is_pinned_where_the_size_supports_it(stack):
             assert profile["uefiSettings"] == {"secureBootEnabled": False, "vTpmEnabled": True}
         else:
             assert profile is None
+
+
+# Trusted Launch on existing VMs (learn.microsoft.com/azure/virtual-machines/trusted-launch-
+# existing-vm, read 2026-11-25): the security type of an existing VM changes only while it is
+# deallocated ("Deallocate the VM" before "Update the security type"); ARM refuses the PUT on
+# a running VM.
+SECURITY_TYPE_NEEDS_DEALLOCATED = "securityProfile"
+
+
+@pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
+def test_a_security_type_change_replaces_the_vm_instead_of_failing(stack):
+    """A size change between a Trusted Launch size and one without it changes the security
+    type: a plain update would fail on the running VM; the VM is replaced, deleted first."""
+    from gpufleet.components.replacements import diff
+
+    for vm in plan(stack).of_type(VM):
+        assert SECURITY_TYPE_NEEDS_DEALLOCATED in vm.replace_on_changes
+    old = {"type": VM, "name": "c-node-0", "inputs": {"securityProfile": None}}
+    new = {
+        "type": VM,
+        "name": "c-node-0",
+        "inputs": {"securityProfile": {"securityType": "TrustedLaunch"}},
+    }
+    (refused,) = diff([old], [new])
+    assert refused.action == "refused"
+    replace = {**new, "replace_on_changes": [SECURITY_TYPE_NEEDS_DEALLOCATED]}
+    (change,) = diff([old], [replace])
+    assert change.action == "replace"
