@@ -172,7 +172,8 @@ def image_url(subscription: str, location: str, image: dict[str, str]) -> str:
 
 def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
     """The pinned marketplace image version exists in the region (PlatformImageNotFound would
-    come only at the VM); where the size pins Trusted Launch, the image declares it."""
+    come only at the VM); where the size pins Trusted Launch, the image is Gen2 and does not
+    declare another security type."""
     if spec.image:
         return None  # a custom image's id: ARM checks it at the VM
     location = spec.effective_region
@@ -199,6 +200,16 @@ def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
         for f in (found.get("properties") or {}).get("features") or []
     }
     security = features.get("SecurityType")
+    generation = (found.get("properties") or {}).get("hyperVGeneration")
+    if trusted_launch(it.name) and generation != "V2":
+        # Trusted Launch boots Generation 2 images only (trusted-launch.md).
+        raise refuse(
+            IMAGE,
+            f"{pin} has hyperVGeneration {generation or '(unstated)'}, and {it.name} nodes pin "
+            "Trusted Launch, which boots Generation 2 (V2) images only",
+            "pick a Gen2 image version (a SKU ending in -gen2, or one whose hyperVGeneration "
+            "is V2)",
+        )
     if trusted_launch(it.name) and security is not None and "TrustedLaunch" not in security:
         raise refuse(
             IMAGE,

@@ -64,6 +64,7 @@ def account(
     image: str = "found",
     spot: int = 0,
     own: tuple[tuple[str, str], ...] = (),
+    generation: str = "V2",
 ):
     """A fake ARM; `own`: (size, priority) of VMs already in the cluster's tagged group, which
     the usages count too."""
@@ -103,7 +104,7 @@ def account(
         if "/artifacttypes/vmimage/" in path:
             if image == "missing":
                 raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
-            props: dict = {"hyperVGeneration": "V2"}
+            props: dict = {"hyperVGeneration": generation}
             if image != "found":  # an image version that declares its security type
                 props["features"] = [{"name": "SecurityType", "value": image}]
             return {"name": path.rsplit("/", 1)[1], "properties": props}
@@ -250,3 +251,23 @@ def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins
     built, _ = run("azure-nd-h100", acct)
     image = {c.fact: c for c in built[0].checks}["the pinned image version exists"]
     assert image.detail.endswith("(TrustedLaunchSupported)")
+
+
+# Trusted Launch (learn.microsoft.com/azure/virtual-machines/trusted-launch, read 2026-11-25):
+# "Trusted launch requires ... Generation 2 VM" images; an image version states its
+# generation as properties.hyperVGeneration ("V1" or "V2", Virtual Machine Images - Get).
+TRUSTED_LAUNCH_GENERATION = "V2"
+
+
+def test_a_generation_1_image_is_refused_where_the_size_pins_trusted_launch():
+    """An image declaring no SecurityType says nothing about Trusted Launch; a Gen1 image cannot
+    boot one at all. ND H100 v5 pins it; ND A100 v4 does not, and takes the same image."""
+    acct, _ = account(family_limit=192, generation="V1")
+    err = refusal("azure-nd-h100", acct)
+    assert "V1" in err.problem and "Trusted Launch" in err.problem
+    acct, _ = account(family_limit=192, generation="V1")
+    built, _ = run("azure-nd-a100", acct)
+    assert {c.status for c in built[0].checks} == {"passed"}
+    acct, _ = account(family_limit=192, generation=TRUSTED_LAUNCH_GENERATION)
+    built, _ = run("azure-nd-h100", acct)
+    assert {c.status for c in built[0].checks} == {"passed"}
