@@ -41,8 +41,9 @@ VM_CONTRIBUTOR_ACTIONS = {
 }
 # Azure permissions for Compute and Networking (learn.microsoft.com/azure/role-based-access-
 # control/permissions/compute, .../networking): the operations the self-delete and its
-# deallocate fallback perform on the VM, and ARM's deletion of the VM's NIC and OS disk with
-# deleteOption=Delete.
+# deallocate fallback perform on the VM, and what ARM's deletion of the VM touches: its OS
+# disk (deleteOption Delete: deleted with it) and its NIC (deleteOption Detach: only read and
+# detached, kept for `gpufleet down`).
 SELF_DELETE_NEEDS = {
     "Microsoft.Compute/virtualMachines/read",
     "Microsoft.Compute/virtualMachines/delete",
