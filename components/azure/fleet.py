@@ -7,7 +7,11 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
-from gpufleet.components.azure.backstop import auto_shutdown
+from gpufleet.components.azure.backstop import (
+    absolute_backstop,
+    auto_shutdown,
+    fires_first_after_expiry,
+)
 from gpufleet.components.azure.identity import deallocate_role, node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.rules import check_spec
@@ -97,7 +101,7 @@ class GpuFleet(GpufleetComponent):
                 ),
             )
 
-        nodes = []
+        nodes, vms = [], []
         for i in range(spec.nodes):
             vm_name = f"{name}-node-{i}"
             public = i == 0 or spec.public_workers
@@ -175,6 +179,7 @@ class GpuFleet(GpufleetComponent):
                 common,
                 self.child(replace_with=again, delete_before_replace=True),  # a fixed name
             )
+            vms.append(vm)
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),
@@ -182,4 +187,7 @@ class GpuFleet(GpufleetComponent):
                     "id": vm.vm_id,
                 }
             )
+        if not fires_first_after_expiry(spec.ttl_minutes):
+            # The daily schedule is Disabled: deallocate at the absolute expiry from outside.
+            absolute_backstop(name, vms, self.expires_at, fallback, rg.id, common, child)
         self.finish(nodes)

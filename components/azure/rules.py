@@ -130,18 +130,18 @@ def check_spec(spec: ClusterSpec) -> None:
 def refuse_extension(expiry: float, wanted: float) -> tuple[str, str] | None:
     """(problem, fix) when `wanted` is past the stack's expiry, else None.
 
-    Each VM's auto-shutdown (components/azure/backstop.py) deallocates it daily at the
-    expiry's time of day plus the node's grace, whatever the node is told; `extend` moves only
-    the node's timer. The schedule is Enabled for a TTL under 23.5 h; the expiry alone does not
-    say which, so every extension past it is refused (an Enabled schedule would cut it short).
+    Azure deallocates every VM at the expiry plus the node's grace, whatever the node is told
+    (`extend` moves only the node's timer): the daily auto-shutdown for a TTL under 23.5 h, a
+    one-time Logic App for a longer one (components/azure/backstop.py).
     """
     if wanted <= expiry:
         return None
     firing = datetime.datetime.fromtimestamp(int(expiry) + GRACE_S, datetime.timezone.utc)
     when = datetime.datetime.fromtimestamp(int(expiry), datetime.timezone.utc)
     return (
-        "each VM's daily auto-shutdown (enabled for a TTL under 23.5 h) deallocates it at "
-        f"{firing:%H:%M UTC}, first on {firing:%Y-%m-%d}, whatever the nodes are told",
+        "Azure deallocates the VMs from outside them (their auto-shutdown, or for a TTL of "
+        f"23.5 h or more a Logic App) at {firing:%Y-%m-%d %H:%M UTC}, whatever the nodes "
+        "are told",
         f"extend to at most {when:%Y-%m-%d %H:%M UTC}, or apply the stack again with a longer "
         "ttl_minutes (on Azure that replaces the VMs: their custom data holds the expiry)",
     )

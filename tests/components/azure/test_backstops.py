@@ -127,7 +127,7 @@ def test_each_node_may_deallocate_before_its_vm_exists(ttl_hours):
     group = "azure-nd-a100-rg-id"
     at_group = [
         a for a in p.of_type("azure-native:authorization:RoleAssignment")
-        if a.inputs["scope"] == group
+        if a.inputs["scope"] == group and a.name.endswith("-rg-role")
     ]  # fmt: skip
     ids = {a.inputs["principalId"] for a in at_group}
     vms = p.of_type(VM)
@@ -164,3 +164,45 @@ def test_what_is_made_again_with_a_replaced_vm_is_deleted_first():
     ] + p.of_type(SCHEDULE)  # fmt: skip
     assert len(again) == 3 * len(p.of_type(VM))
     assert [r.name for r in again if not r.delete_before_replace] == []
+
+
+# Logic Apps (read 2026-11-25): a Recurrence trigger with startTime "YYYY-MM-DDThh:mm:ssZ"
+# runs first at that time when it is in the future (learn.microsoft.com/azure/connectors/
+# connectors-native-recurrence); an HTTP action authenticates with the workflow's managed
+# identity as {"type": "ManagedServiceIdentity", "audience": "https://management.azure.com/"}
+# (learn.microsoft.com/azure/logic-apps/authenticate-with-managed-identity); Virtual Machines -
+# Deallocate is POST {vm id}/deallocate (learn.microsoft.com/rest/api/compute/virtual-machines/
+# deallocate).
+WORKFLOW = "azure-native:logic:Workflow"
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+MSI = {"type": "ManagedServiceIdentity", "audience": "https://management.azure.com/"}
+
+
+def test_a_ttl_past_the_daily_schedule_gets_an_absolute_time_deallocation():
+    """With the daily schedule Disabled (a TTL of 23.5 h or more, the default `gpufleet run`
+    among them), a hung node would bill until `down`: a Logic App fires once the expiry plus
+    the node's retry window is past and deallocates every VM, from outside the nodes."""
+    p = plan("azure-nd-a100", ttl_minutes=24 * 60)
+    (flow,) = p.of_type(WORKFLOW)
+    expires = int(p.of_type(VM)[0].inputs["tags"]["gpufleet-expires"])
+    (trigger,) = flow.inputs["definition"]["triggers"].values()
+    start = datetime.datetime.strptime(trigger["recurrence"]["startTime"], ISO_UTC)
+    first = start.replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert trigger["type"] == "Recurrence" and first >= expires + PROPAGATION_MIN * 60
+    actions = flow.inputs["definition"]["actions"].values()
+    assert sorted(a["inputs"]["uri"] for a in actions) == sorted(
+        f"https://management.azure.com{vm.name}-id/deallocate?api-version=2024-07-01"
+        for vm in p.of_type(VM)
+    )
+    assert all(a["inputs"]["method"] == "POST" and a["inputs"]["authentication"] == MSI
+               for a in actions)  # fmt: skip
+    (grant,) = [
+        a for a in p.of_type("azure-native:authorization:RoleAssignment")
+        if a.inputs["principalId"] == f"principal-{flow.name}"
+    ]  # fmt: skip
+    (role,) = [
+        r for r in p.of_type("azure-native:authorization:RoleDefinition")
+        if grant.inputs["roleDefinitionId"] == f"{r.name}-id"
+    ]  # fmt: skip
+    assert set(role.inputs["permissions"][0]["actions"]) == DEALLOCATE_NEEDS
+    assert not plan("azure-nd-a100", ttl_minutes=4 * 60).of_type(WORKFLOW)  # the schedule's

@@ -26,7 +26,7 @@ def test_extend_past_the_auto_shutdown_is_refused_and_within_the_expiry_is_not()
     firing = datetime.datetime.fromtimestamp(
         CREATED + FIRST_FIRING_AFTER_EXPIRY_S, datetime.timezone.utc
     ).strftime("%H:%M UTC")
-    assert "auto-shutdown" in problem and "deallocate" in problem and firing in problem
+    assert "auto-shutdown" in problem and "deallocates" in problem and firing in problem
     assert "ttl_minutes" in fix
 
 
