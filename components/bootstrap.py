@@ -181,7 +181,9 @@ OWN_KEY_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
 
 # Node env a cloud's component adds at deploy time (values known only then), by name.
 CLOUD_NODE_ENV: dict[str, tuple[str, ...]] = {
-    "azure": ("AZURE_CLIENT_ID", "AZURE_SUBSCRIPTION_ID", "AZURE_RESOURCE_GROUP"),
+    # not AZURE_CLIENT_ID: azure-identity reads that name, so user code on the node would
+    # authenticate as the node's self-delete identity
+    "azure": ("GPUFLEET_AZURE_CLIENT_ID", "AZURE_SUBSCRIPTION_ID", "AZURE_RESOURCE_GROUP"),
 }
 
 

@@ -8,9 +8,10 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as az
 
-# The node deletes itself at its expiry and retries for 10 minutes (gpufleet-expire); the
-# schedule fires after that, so it only acts on a node that hung or could not reach ARM.
-GRACE_S = 30 * 60
+# The schedule fires GRACE_S after the expiry, past the node's own 10 minutes of retries, so it
+# only acts on a node that hung or could not reach ARM.
+from gpufleet.components.azure.rules import GRACE_S
+
 DAY_MIN = 24 * 60
 
 
@@ -50,3 +51,76 @@ def auto_shutdown(
         opts=opts,
         **common,
     )
+
+
+def expiry_time(expires_at: int) -> str:
+    """The absolute backstop's first firing (ISO 8601, UTC): the expiry plus the grace."""
+    at = datetime.datetime.fromtimestamp(int(expires_at) + GRACE_S, tz=datetime.timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def deallocate_definition(start: str, vm_ids: list[str]) -> dict[str, Any]:
+    """A Logic Apps workflow definition: a Recurrence trigger that first fires at `start` (then
+    daily, for a VM started again), one HTTP action per VM POSTing its deallocate with the
+    workflow's own managed identity."""
+    return {
+        "$schema": "https://schema.management.azure.com/providers/Microsoft.Logic/schemas/"
+        "2016-06-01/workflowdefinition.json#",
+        "contentVersion": "1.0.0.0",
+        "triggers": {
+            "expiry": {
+                "type": "Recurrence",
+                "recurrence": {"frequency": "Day", "interval": 1, "startTime": start},
+            }
+        },
+        "actions": {
+            f"deallocate-{i}": {
+                "type": "Http",
+                "inputs": {
+                    "method": "POST",
+                    "uri": f"https://management.azure.com{vm_id}/deallocate?api-version=2024-07-01",
+                    "authentication": {
+                        "type": "ManagedServiceIdentity",
+                        "audience": "https://management.azure.com/",
+                    },
+                },
+                "runAfter": {},
+            }
+            for i, vm_id in enumerate(vm_ids)
+        },
+    }
+
+
+def absolute_backstop(
+    name: str,
+    vms: list[Any],
+    expires_at: pulumi.Output[int],
+    grant: Any,
+    scope: Any,
+    common: dict[str, Any],
+    opts: pulumi.ResourceOptions,
+) -> Any:
+    """For a TTL the daily auto-shutdown cannot cover (its schedule is Disabled): a Consumption
+    Logic App (Microsoft.Logic/workflows) whose Recurrence trigger first fires at the expiry
+    plus the grace and deallocates every VM, with its own identity holding `grant` (the
+    deallocate-only role) on the cluster's group. `gpufleet down` removes it with the group."""
+    definition = pulumi.Output.all(expires_at, *[vm.id for vm in vms]).apply(
+        lambda v: deallocate_definition(expiry_time(v[0]), list(v[1:]))
+    )
+    flow = az.logic.Workflow(
+        f"{name}-expiry",
+        state="Enabled",
+        definition=definition,
+        identity=az.logic.ManagedServiceIdentityArgs(type="SystemAssigned"),
+        opts=opts,
+        **common,
+    )
+    az.authorization.RoleAssignment(
+        f"{name}-expiry-role",
+        principal_id=flow.identity.apply(lambda i: i.principal_id if i else ""),
+        principal_type="ServicePrincipal",
+        role_definition_id=grant.id,
+        scope=scope,
+        opts=opts,
+    )
+    return flow

@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
-from gpufleet.components.azure.backstop import auto_shutdown
-from gpufleet.components.azure.identity import node_role
+from gpufleet.components.azure.backstop import (
+    absolute_backstop,
+    auto_shutdown,
+    fires_first_after_expiry,
+)
+from gpufleet.components.azure.identity import deallocate_role, node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
@@ -23,7 +27,8 @@ if TYPE_CHECKING:
 # Immutable on an existing VM: ARM refuses a change with 409 (PropertyChangeNotAllowed), so a
 # plain `pulumi up` after a TTL, recipe or image change replaces the VM instead, deleting the
 # old one first (a second ND VM at once would need twice the quota, in one availability set).
-REPLACE_ON = ["osProfile.customData", "storageProfile.imageReference"]
+# The security type changes only on a deallocated VM (trusted-launch-existing-vm.md).
+REPLACE_ON = ["osProfile.customData", "storageProfile.imageReference", "securityProfile"]
 
 
 def os_disk_name(vm_name: str) -> str:
@@ -73,6 +78,7 @@ class GpuFleet(GpufleetComponent):
             )
         client = az.authorization.get_client_config_output()
         role = node_role(name, rg, child)
+        fallback = deallocate_role(name, rg, child)
 
         def allow(
             label: str,
@@ -80,17 +86,22 @@ class GpuFleet(GpufleetComponent):
             scope: Any,
             after: list[Any] | None = None,
             again: list[Any] | None = None,
+            grant: Any = role,
         ) -> Any:
             return az.authorization.RoleAssignment(
                 label,
                 principal_id=identity.principal_id,
                 principal_type="ServicePrincipal",
-                role_definition_id=role.id,
+                role_definition_id=grant.id,
                 scope=scope,
-                opts=self.child(depends_on=after or [], replace_with=again),
+                # the same principal, role and scope again is a 409 RoleAssignmentExists while
+                # the old one stands: delete it first
+                opts=self.child(
+                    depends_on=after or [], replace_with=again, delete_before_replace=bool(again)
+                ),
             )
 
-        nodes = []
+        nodes, vms = [], []
         for i in range(spec.nodes):
             vm_name = f"{name}-node-{i}"
             public = i == 0 or spec.public_workers
@@ -104,6 +115,9 @@ class GpuFleet(GpufleetComponent):
             # Microsoft.Authorization/roleAssignments/write (Contributor) fails here, before any
             # GPU VM bills (components/azure/rules.py explains that error).
             nic_role = allow(f"{vm_name}-nic-role", identity, nic.id)
+            # Deallocate on the group, before the VM: the fallback never waits on the
+            # VM-scoped assignments below (made after the VM, lost if `up` dies in between).
+            rg_role = allow(f"{vm_name}-rg-role", identity, rg.id, grant=fallback)
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -138,7 +152,7 @@ class GpuFleet(GpufleetComponent):
                     else {}
                 ),
                 opts=self.child(
-                    depends_on=[nic_role],
+                    depends_on=[nic_role, rg_role],
                     replace_on_changes=REPLACE_ON,
                     delete_before_replace=True,
                 ),
@@ -163,8 +177,9 @@ class GpuFleet(GpufleetComponent):
                 self.expires_at,
                 spec.ttl_minutes,
                 common,
-                self.child(replace_with=again),
+                self.child(replace_with=again, delete_before_replace=True),  # a fixed name
             )
+            vms.append(vm)
             nodes.append(
                 {
                     "private_ip": nic.ip_configurations.apply(lambda c: c[0].private_ip_address),
@@ -173,4 +188,7 @@ class GpuFleet(GpufleetComponent):
                     "host_key_at": vm.id,  # its serial log (boot diagnostics) shows its keys
                 }
             )
+        if not fires_first_after_expiry(spec.ttl_minutes):
+            # The daily schedule is Disabled: deallocate at the absolute expiry from outside.
+            absolute_backstop(name, vms, self.expires_at, fallback, rg.id, common, child)
         self.finish(nodes)

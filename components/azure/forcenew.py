@@ -15,6 +15,8 @@ from gpufleet.components.replacements import ForceNew
 # - azure-native replaces a resource when a path parameter of its ARM URL changes
 #   (resourceGroupName and the resource's own name parameter): pulumi-azure-native's
 #   provider marks them replace-on-change.
+# - learn.microsoft.com/azure/virtual-machines/trusted-launch-existing-vm: the security type
+#   (securityProfile) of an existing VM changes only while it is deallocated.
 # Pulumi replaces on an immutable change only when the resource lists it in
 # replace_on_changes (pulumi.com/docs/iac/concepts/options/replaceonchanges/); else it sends the
 # update and ARM refuses it.
@@ -35,12 +37,14 @@ TABLE = ForceNew(
             "storageProfile.imageReference",
             "availabilitySet",
             "location",
+            "securityProfile",
         ),
     },
     nodes=("azure-native:compute:VirtualMachine",),
     labels={
         "osProfile.customData": "custom data (the recipe and expiry)",
         "storageProfile.imageReference": "image reference",
+        "securityProfile": "security type",
         "tags": "tags",
     },
 )

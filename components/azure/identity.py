@@ -1,4 +1,4 @@
-"""Each node's own identity: a custom role that lets it read, delete and deallocate itself only."""
+"""Each node's own identity: custom roles to delete itself, and to deallocate before it exists."""
 
 from __future__ import annotations
 
@@ -32,5 +32,29 @@ def node_role(name: str, rg: Any, opts: pulumi.ResourceOptions) -> Any:
         scope=rg.id,
         assignable_scopes=[rg.id],
         permissions=[az.authorization.PermissionArgs(actions=list(NODE_ACTIONS))],
+        opts=opts,
+    )
+
+
+# The self-delete's fallback (gpufleet-expire): POST .../deallocate. Assigned on the resource
+# group (which holds only this cluster) before any VM is created, so a node can stop its compute
+# billing even when `up` died between its VM and the VM-scoped assignments.
+DEALLOCATE_ACTIONS = (
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/deallocate/action",
+)
+
+
+def deallocate_role(name: str, rg: Any, opts: pulumi.ResourceOptions) -> Any:
+    """The cluster's deallocate-only role, assigned to every node on the whole group: a node
+    may deallocate (never delete, run commands on or resize) its neighbours too."""
+    return az.authorization.RoleDefinition(
+        f"{name}-deallocate-role",
+        role_name=pulumi.Output.concat("gpufleet node deallocate (", rg.name, ")"),
+        description="A gpufleet node may deallocate the cluster's VMs (its expiry's fallback)",
+        role_type="CustomRole",
+        scope=rg.id,
+        assignable_scopes=[rg.id],
+        permissions=[az.authorization.PermissionArgs(actions=list(DEALLOCATE_ACTIONS))],
         opts=opts,
     )

@@ -32,6 +32,8 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
         }
         storage["osDisk"] = os_disk
         return {"vmId": f"vm-{count:04d}", "identity": identity, "storageProfile": storage}
+    if typ == "azure-native:logic:Workflow":
+        return {"identity": {"type": "SystemAssigned", "principalId": f"principal-{name}"}}
     if typ == "azure-native:resources:ResourceGroup":
         return {"name": inputs.get("resourceGroupName", name)}
     if typ.startswith("azure-native:"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
@@ -22,6 +23,9 @@ ADMIN_DISALLOWED = frozenset(
      "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0", "sys",
      "test2", "test3", "user4", "user5"]
 )  # fmt: skip
+# The auto-shutdown fires this long after the expiry (components/azure/backstop.py): the node
+# deletes itself at its expiry and retries for 10 minutes (gpufleet-expire) first.
+GRACE_S = 30 * 60
 _USER_FIRST = set("abcdefghijklmnopqrstuvwxyz_")
 _USER_CHARS = _USER_FIRST | set("0123456789-")
 
@@ -123,16 +127,60 @@ def check_spec(spec: ClusterSpec) -> None:
         )
 
 
+def refuse_extension(expiry: float, wanted: float) -> tuple[str, str] | None:
+    """(problem, fix) when `wanted` is past the stack's expiry, else None.
+
+    Azure deallocates every VM at the expiry plus the node's grace, whatever the node is told
+    (`extend` moves only the node's timer): the daily auto-shutdown for a TTL under 23.5 h, a
+    one-time Logic App for a longer one (components/azure/backstop.py).
+    """
+    if wanted <= expiry:
+        return None
+    firing = datetime.datetime.fromtimestamp(int(expiry) + GRACE_S, datetime.timezone.utc)
+    when = datetime.datetime.fromtimestamp(int(expiry), datetime.timezone.utc)
+    return (
+        "Azure deallocates the VMs from outside them (their auto-shutdown, or for a TTL of "
+        f"23.5 h or more a Logic App) at {firing:%Y-%m-%d %H:%M UTC}, whatever the nodes "
+        "are told",
+        f"extend to at most {when:%Y-%m-%d %H:%M UTC}, or apply the stack again with a longer "
+        "ttl_minutes (on Azure that replaces the VMs: their custom data holds the expiry)",
+    )
+
+
 def explain_failure(text: str) -> tuple[str, str] | None:
     """A plain account of an Azure deployment error gpufleet knows, as (problem, fix)."""
+    if "roleDefinitions/write" in text or (
+        "AuthorizationFailed" in text and "roleDefinitions" in text
+    ):
+        return (
+            "your Azure identity may not create custom roles "
+            "(Microsoft.Authorization/roleDefinitions/write, which Contributor lacks); the "
+            "cluster's nodes need its roles to delete or deallocate themselves at their expiry. "
+            "No VM was created: they wait for the roles.",
+            "run as Owner or User Access Administrator on the subscription or resource group "
+            "(Role Based Access Control Administrator may assign roles but not define them)",
+        )
+    if "RoleDefinitionDoesNotExist" in text:
+        return (
+            "ARM did not yet know the cluster's custom role, created moments before (role "
+            "definitions propagate eventually, pulumi-azure#840)",
+            "run the same command again (the role has propagated by then)",
+        )
     if "roleAssignments/write" in text or (
         "AuthorizationFailed" in text and "roleAssignments" in text
     ):
         return (
             "your Azure identity may not create role assignments "
             "(Microsoft.Authorization/roleAssignments/write, which Contributor lacks); each node "
-            "needs one to delete itself at its expiry. No VM was created: they wait for it.",
-            "run as Owner or User Access Administrator on the subscription or resource group, "
-            "or have one grant you Role Based Access Control Administrator",
+            "needs them to delete itself at its expiry. No VM was created: they wait for them.",
+            "run as Owner or User Access Administrator on the subscription or resource group "
+            "(gpufleet also defines custom roles, which Role Based Access Control Administrator "
+            "may not)",
+        )
+    if "NicReservedForAnotherVm" in text:
+        return (
+            "Azure keeps a network interface reserved for 180 seconds after its VM is deleted "
+            "(NicReservedForAnotherVm); the VMs are gone, their NICs and what they use remain",
+            "wait 3 minutes and run `gpufleet down` again",
         )
     return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.components.azure.network import HPC_IMAGE
 from gpufleet.components.azure.security import trusted_launch
 from gpufleet.components.azure.skus import ARM, http_get
+from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError
 from gpufleet.components.validators import Validator, arm_get, refuse
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 USAGES_VERSION = "2023-07-01"
 IMAGES_VERSION = "2024-07-01"
+GROUPS_VERSION = "2021-04-01"
+VMS_VERSION = "2024-07-01"
 QUOTA_DOC = "https://learn.microsoft.com/azure/quotas/per-vm-quota-requests"
 # The usages API's quota name (name.value) per size series: the family the size bills against.
 FAMILIES = (
@@ -68,40 +71,93 @@ def _ask(get: Callable[[str], dict[str, Any]], url: str, what: str) -> dict[str,
         ) from e
 
 
+def _pages(get: Callable[[str], dict[str, Any]], url: str, what: str) -> list[dict[str, Any]]:
+    """Every `value` entry of an ARM list, following nextLink."""
+    out: list[dict[str, Any]] = []
+    while url:
+        page = _ask(get, url, what)
+        out += page.get("value") or []
+        url = page.get("nextLink") or ""
+    return out
+
+
+def own_vcpus(
+    get: Callable[[str], dict[str, Any]], subscription: str, spec: ClusterSpec, location: str
+) -> dict[str, int]:
+    """vCPUs this cluster's VMs already hold, per quota name (a re-apply keeps or replaces
+    them, so they are no new demand): its resource group is the one tagged with its name (ARM
+    autonames the group, so the name alone does not find it); none is a new cluster."""
+    query = urllib.parse.quote(f"tagName eq 'gpufleet-cluster' and tagValue eq '{spec.name}'")
+    groups = _pages(
+        get,
+        f"{ARM}/subscriptions/{subscription}/resourcegroups?$filter={query}"
+        f"&api-version={GROUPS_VERSION}",
+        f"for the resource group of {spec.name}",
+    )
+    held: dict[str, int] = {}
+    for group in groups:
+        if _key(group.get("location") or "") != _key(location) or not group.get("id"):
+            continue
+        url = (
+            f"{ARM}{group['id']}/providers/Microsoft.Compute/virtualMachines"
+            f"?api-version={VMS_VERSION}"
+        )
+        try:
+            vms = _pages(get, url, f"for the VMs of {spec.name}")
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                continue  # the group went between the two calls
+            raise
+        for vm in vms:
+            props = vm.get("properties") or {}
+            size = (props.get("hardwareProfile") or {}).get("vmSize") or ""
+            try:
+                vcpus = lookup("azure", size).vcpus
+            except GpufleetError:
+                continue  # a size gpufleet does not know: no credit
+            spot = props.get("priority") == "Spot"
+            for name in [SPOT] if spot else [family(size), REGIONAL]:
+                if name:
+                    held[_key(name)] = held.get(_key(name), 0) + vcpus
+    return held
+
+
 def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
-    """Free vCPUs of the size's family (Spot: the regional Spot quota) and of the region's
-    total, against nodes x vCPUs. A VM counts whether running or deallocated."""
+    """Free vCPUs of the size's family and of the region's total (Spot: only the regional Spot
+    quota, a separate pool), plus what this cluster's own VMs hold, against nodes x vCPUs. A VM
+    counts whether running or deallocated."""
     location = spec.effective_region
     assert location is not None  # azure has a default region
     subscription, get = _arm()
-    url = (
+    usages = _pages(
+        get,
         f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/"
-        f"{location}/usages?api-version={USAGES_VERSION}"
+        f"{location}/usages?api-version={USAGES_VERSION}",
+        f"for the vCPU quotas of {location}",
     )
-    usages: list[dict[str, Any]] = []
-    while url:
-        page = _ask(get, url, f"for the vCPU quotas of {location}")
-        usages += page.get("value") or []
-        url = page.get("nextLink") or ""
     by_name = {_key((u.get("name") or {}).get("value", "")): u for u in usages}
+    held = own_vcpus(get, subscription, spec, location)
     need = spec.nodes * it.vcpus
-    wanted = [SPOT if spec.spot else family(it.name), REGIONAL]
+    # "Azure Spot Virtual Machines will have a separate quota pool" (spot-vms FAQ).
+    wanted = [SPOT] if spec.spot else [family(it.name), REGIONAL]
     found = []
     for name in wanted:
         usage = by_name.get(_key(name)) if name else None
-        if usage is None:
+        if usage is None or name is None:
             continue  # a family we cannot name: the regional total still applies
         limit, used = int(usage.get("limit", 0)), int(usage.get("currentValue", 0))
+        used -= min(used, held.get(_key(name), 0))
         label = (usage.get("name") or {}).get("localizedValue") or name
+        mine = " (this cluster's own VMs not counted)" if held.get(_key(name)) else ""
         if limit - used < need:
             raise refuse(
                 QUOTA,
-                f"{label}: {limit - used} of {limit} vCPUs free in {location}; {spec.nodes} x "
-                f"{it.name} ({it.vcpus} vCPUs each) need {need}",
+                f"{label}: {limit - used} of {limit} vCPUs free in {location}{mine}; "
+                f"{spec.nodes} x {it.name} ({it.vcpus} vCPUs each) need {need}",
                 f"request {used + need} for {label} in {location} (portal: Quotas > Compute, "
                 f"{QUOTA_DOC}); new subscriptions often have 0 for ND sizes",
             )
-        found.append(f"{label} {limit - used} free")
+        found.append(f"{label} {limit - used} free{mine}")
     return f"need {need} vCPUs; " + ", ".join(found) if found else None
 
 
@@ -116,7 +172,8 @@ def image_url(subscription: str, location: str, image: dict[str, str]) -> str:
 
 def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
     """The pinned marketplace image version exists in the region (PlatformImageNotFound would
-    come only at the VM); where the size pins Trusted Launch, the image declares it."""
+    come only at the VM); where the size pins Trusted Launch, the image is Gen2 and does not
+    declare another security type."""
     if spec.image:
         return None  # a custom image's id: ARM checks it at the VM
     location = spec.effective_region
@@ -143,6 +200,16 @@ def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
         for f in (found.get("properties") or {}).get("features") or []
     }
     security = features.get("SecurityType")
+    generation = (found.get("properties") or {}).get("hyperVGeneration")
+    if trusted_launch(it.name) and generation != "V2":
+        # Trusted Launch boots Generation 2 images only (trusted-launch.md).
+        raise refuse(
+            IMAGE,
+            f"{pin} has hyperVGeneration {generation or '(unstated)'}, and {it.name} nodes pin "
+            "Trusted Launch, which boots Generation 2 (V2) images only",
+            "pick a Gen2 image version (a SKU ending in -gen2, or one whose hyperVGeneration "
+            "is V2)",
+        )
     if trusted_launch(it.name) and security is not None and "TrustedLaunch" not in security:
         raise refuse(
             IMAGE,
@@ -155,7 +222,8 @@ def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
 QUOTA = Validator(
     "azure",
     "the vCPU quota covers the fleet",
-    f"ARM Compute usages (GET .../locations/{{l}}/usages, api-version {USAGES_VERSION})",
+    f"ARM Compute usages (GET .../locations/{{l}}/usages, api-version {USAGES_VERSION}), less "
+    "the cluster's own VMs (its group by tag gpufleet-cluster, then Virtual Machines - List)",
     check_quota,
 )
 IMAGE = Validator(

@@ -321,7 +321,17 @@ class PulumiProvisioner:
         backend = info.provider.get("backend") or self.backend
         stack = _stack(info.provider.get("stack") or info.name, backend)
         progress(f"pulumi destroy: stack {stack.name}")
-        self._destroy(stack, progress)
+        try:
+            self._destroy(stack, progress)
+        except Exception as e:
+            from gpufleet.components.registry import explain_failure
+
+            known = explain_failure(info.cloud, str(e))
+            if not known:
+                raise
+            raise GpufleetError(
+                f"pulumi destroy failed for {info.name}: {known[0]}", hint=known[1]
+            ) from e
 
     def extend(self, info: ClusterInfo, expires_at: float) -> None:
         """Move the cluster's hard expiry on its nodes, over SSH (the stack keeps its own).

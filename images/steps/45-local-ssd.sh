@@ -30,7 +30,13 @@ mountpoint -q "$R$mnt" && satisfied "${#disks[@]} local SSDs on $mnt"
   log "creating RAID0 of ${#disks[@]} local SSDs"
   mdadm --create "$md" --name=gpufleet-localssd --level=0 --force --run \
     --raid-devices="${#disks[@]}" "${disks[@]}"
-  mkfs.ext4 -F -q "$md"
+  # Named in mdadm.conf, the array is assembled under the same name after a reboot (as
+  # azhpc's setup_nvme.sh does), not as an anonymous /dev/md127.
+  mkdir -p "$R/etc/mdadm"
+  grep -qs "gpufleet-localssd" "$R/etc/mdadm/mdadm.conf" ||
+    mdadm --detail --scan "$md" >>"$R/etc/mdadm/mdadm.conf"
+  # nodiscard: fresh local disks need no TRIM pass over every block before the first boot ends.
+  mkfs.ext4 -F -q -E nodiscard "$md"
 }
 mkdir -p "$R$mnt"
 mount -o discard,defaults,nofail "$md" "$R$mnt"

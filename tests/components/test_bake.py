@@ -156,7 +156,7 @@ def test_azure_builder_deletes_itself_through_an_identity_assigned_before_it_boo
     assert role.name in builder.depends_on  # in place when the VM boots
     assert role.inputs["scope"] == "azure-nd-a100-image-rg-id"  # the builder's own group only
     text = user_data(builder)
-    assert "GPUFLEET_TTL_ACTION=arm-delete" in text and "AZURE_CLIENT_ID=" in text
+    assert "GPUFLEET_TTL_ACTION=arm-delete" in text and "GPUFLEET_AZURE_CLIENT_ID=" in text
     assert identity.name
 
 

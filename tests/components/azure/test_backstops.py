@@ -41,8 +41,9 @@ VM_CONTRIBUTOR_ACTIONS = {
 }
 # Azure permissions for Compute and Networking (learn.microsoft.com/azure/role-based-access-
 # control/permissions/compute, .../networking): the operations the self-delete and its
-# deallocate fallback perform on the VM, and ARM's deletion of the VM's NIC and OS disk with
-# deleteOption=Delete.
+# deallocate fallback perform on the VM, and what ARM's deletion of the VM touches: its OS
+# disk (deleteOption Delete: deleted with it) and its NIC (deleteOption Detach: only read and
+# detached, kept for `gpufleet down`).
 SELF_DELETE_NEEDS = {
     "Microsoft.Compute/virtualMachines/read",
     "Microsoft.Compute/virtualMachines/delete",
@@ -91,7 +92,10 @@ def test_the_node_role_grants_only_what_the_self_delete_needs():
     VM, install extensions or resize it; the custom role lists exact actions, scoped to the
     cluster's resource group and assigned on each node's own VM, NIC and disk only."""
     p = plan("azure-nd-a100")
-    (role,) = p.of_type("azure-native:authorization:RoleDefinition")
+    (role,) = [
+        r for r in p.of_type("azure-native:authorization:RoleDefinition")
+        if r.name.endswith("-node-role")
+    ]  # fmt: skip
     (perm,) = role.inputs["permissions"]
     assert set(perm["actions"]) == SELF_DELETE_NEEDS
     assert not VM_CONTRIBUTOR_ACTIONS & set(perm["actions"])
@@ -99,9 +103,41 @@ def test_the_node_role_grants_only_what_the_self_delete_needs():
     assert role.inputs["assignableScopes"] == [role.inputs["scope"]] == ["azure-nd-a100-rg-id"]
     for a in p.of_type("azure-native:authorization:RoleAssignment"):
         assert VM_CONTRIBUTOR not in a.inputs["roleDefinitionId"]
-        assert a.inputs["roleDefinitionId"] == f"{role.name}-id"
-        assert a.inputs["scope"] != role.inputs["scope"]  # never the whole group
-        assert role.name in a.depends_on
+        if a.inputs["roleDefinitionId"] == f"{role.name}-id":
+            assert a.inputs["scope"] != role.inputs["scope"]  # never the whole group
+            assert role.name in a.depends_on
+
+
+# What the deallocate fallback performs (Azure permissions for Compute, read 2026-11-25):
+# POST .../virtualMachines/{vm}/deallocate, and the VM's read.
+DEALLOCATE_NEEDS = {
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/deallocate/action",
+}
+
+
+@pytest.mark.parametrize("ttl_hours", [4, 24])
+def test_each_node_may_deallocate_before_its_vm_exists(ttl_hours):
+    """The VM-scoped assignments need the VM first; a CLI that dies between the VM and them
+    would leave a node that can neither delete nor deallocate itself (and for a TTL of 23.5 h
+    or more, e.g. the default `gpufleet run --ttl 24h`, no enabled auto-shutdown). A group-scope
+    assignment of a deallocate-only role is made before any VM, which waits for it."""
+    p = plan("azure-nd-a100", ttl_minutes=ttl_hours * 60)
+    roles = {r.name: r for r in p.of_type("azure-native:authorization:RoleDefinition")}
+    group = "azure-nd-a100-rg-id"
+    at_group = [
+        a for a in p.of_type("azure-native:authorization:RoleAssignment")
+        if a.inputs["scope"] == group and a.name.endswith("-rg-role")
+    ]  # fmt: skip
+    ids = {a.inputs["principalId"] for a in at_group}
+    vms = p.of_type(VM)
+    assert len(at_group) == len(vms) == len(ids)
+    for a in at_group:
+        (role,) = [r for r in roles.values() if a.inputs["roleDefinitionId"] == f"{r.name}-id"]
+        (perm,) = role.inputs["permissions"]
+        assert set(perm["actions"]) == DEALLOCATE_NEEDS
+    for vm in vms:
+        assert {a.name for a in at_group} & set(vm.depends_on)
 
 
 def test_the_nsg_guards_the_subnet_as_well_as_each_nic():
@@ -114,3 +150,59 @@ def test_the_nsg_guards_the_subnet_as_well_as_each_nic():
     assert subnet.inputs["networkSecurityGroup"]["id"] == f"{nsg.name}-id"
     for nic in p.of_type("azure-native:network:NetworkInterface"):
         assert nic.inputs["networkSecurityGroup"]["id"] == f"{nsg.name}-id"
+
+
+def test_what_is_made_again_with_a_replaced_vm_is_deleted_first():
+    """Role assignments: one per (principal, role, scope); a second with the same three is a
+    409 RoleAssignmentExists (learn.microsoft.com/azure/role-based-access-control/
+    troubleshooting, read 2026-11-25). The auto-shutdown's name is fixed by its VM's
+    ("shutdown-computevm-{vm}", above). Either, made again with a replaced VM, must go first."""
+    p = plan("azure-nd-a100")
+    again = [
+        r for r in p.of_type("azure-native:authorization:RoleAssignment")
+        if r.name.endswith(("-vm-role", "-disk-role"))
+    ] + p.of_type(SCHEDULE)  # fmt: skip
+    assert len(again) == 3 * len(p.of_type(VM))
+    assert [r.name for r in again if not r.delete_before_replace] == []
+
+
+# Logic Apps (read 2026-11-25): a Recurrence trigger with startTime "YYYY-MM-DDThh:mm:ssZ"
+# runs first at that time when it is in the future (learn.microsoft.com/azure/connectors/
+# connectors-native-recurrence); an HTTP action authenticates with the workflow's managed
+# identity as {"type": "ManagedServiceIdentity", "audience": "https://management.azure.com/"}
+# (learn.microsoft.com/azure/logic-apps/authenticate-with-managed-identity); Virtual Machines -
+# Deallocate is POST {vm id}/deallocate (learn.microsoft.com/rest/api/compute/virtual-machines/
+# deallocate).
+WORKFLOW = "azure-native:logic:Workflow"
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+MSI = {"type": "ManagedServiceIdentity", "audience": "https://management.azure.com/"}
+
+
+def test_a_ttl_past_the_daily_schedule_gets_an_absolute_time_deallocation():
+    """With the daily schedule Disabled (a TTL of 23.5 h or more, the default `gpufleet run`
+    among them), a hung node would bill until `down`: a Logic App fires once the expiry plus
+    the node's retry window is past and deallocates every VM, from outside the nodes."""
+    p = plan("azure-nd-a100", ttl_minutes=24 * 60)
+    (flow,) = p.of_type(WORKFLOW)
+    expires = int(p.of_type(VM)[0].inputs["tags"]["gpufleet-expires"])
+    (trigger,) = flow.inputs["definition"]["triggers"].values()
+    start = datetime.datetime.strptime(trigger["recurrence"]["startTime"], ISO_UTC)
+    first = start.replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert trigger["type"] == "Recurrence" and first >= expires + PROPAGATION_MIN * 60
+    actions = flow.inputs["definition"]["actions"].values()
+    assert sorted(a["inputs"]["uri"] for a in actions) == sorted(
+        f"https://management.azure.com{vm.name}-id/deallocate?api-version=2024-07-01"
+        for vm in p.of_type(VM)
+    )
+    assert all(a["inputs"]["method"] == "POST" and a["inputs"]["authentication"] == MSI
+               for a in actions)  # fmt: skip
+    (grant,) = [
+        a for a in p.of_type("azure-native:authorization:RoleAssignment")
+        if a.inputs["principalId"] == f"principal-{flow.name}"
+    ]  # fmt: skip
+    (role,) = [
+        r for r in p.of_type("azure-native:authorization:RoleDefinition")
+        if grant.inputs["roleDefinitionId"] == f"{r.name}-id"
+    ]  # fmt: skip
+    assert set(role.inputs["permissions"][0]["actions"]) == DEALLOCATE_NEEDS
+    assert not plan("azure-nd-a100", ttl_minutes=4 * 60).of_type(WORKFLOW)  # the schedule's

@@ -176,10 +176,16 @@ def test_each_node_may_delete_only_itself(nd):
     every VM in it (Azure RBAC scope inheritance). Each node gets its own identity, allowed on
     its own VM, NIC and OS disk only (what ARM's delete of the VM touches: the disk is deleted
     with it, the NIC detached), never on the group or a neighbour."""
-    roles = nd.of_type("azure-native:authorization:RoleAssignment")
+    (custom,) = [
+        r for r in nd.of_type("azure-native:authorization:RoleDefinition")
+        if r.name.endswith("-node-role")
+    ]  # fmt: skip
+    roles = [
+        r for r in nd.of_type("azure-native:authorization:RoleAssignment")
+        if r.inputs["roleDefinitionId"] == f"{custom.name}-id"
+    ]  # fmt: skip
     ids = nd.of_type("azure-native:managedidentity:UserAssignedIdentity")
     assert len(ids) == 2 and len(roles) == 6
-    (custom,) = nd.of_type("azure-native:authorization:RoleDefinition")
     for role in roles:
         assert role.inputs["roleDefinitionId"] == f"{custom.name}-id"
     principals = set()
@@ -282,3 +288,27 @@ def test_every_taggable_resource_carries_cluster_and_expiry(nd):
 def test_contract_outputs(nd):
     assert_contract(nd, 2)
     assert nd.outputs["fabric"] == "infiniband" and nd.outputs["ssh_user"] == "azureuser"
+
+
+# azure-identity (learn.microsoft.com/python/api/azure-identity/azure.identity.environmentcredential
+# and .defaultazurecredential, read 2026-11-25): EnvironmentCredential reads these, and
+# DefaultAzureCredential's ManagedIdentityCredential takes AZURE_CLIENT_ID as the user-assigned
+# identity to use.
+AZURE_IDENTITY_ENV = {
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_USERNAME",
+    "AZURE_PASSWORD",
+}
+
+
+def test_the_node_env_names_no_variable_azure_identity_reads(nd):
+    """The node's env carries its self-delete identity's client id; under AZURE_CLIENT_ID,
+    user code's DefaultAzureCredential on the node would pick the node identity up."""
+    for vm in nd.of_type(VM):
+        text = gzip.decompress(base64.b64decode(vm.inputs["osProfile"]["customData"])).decode()
+        names = set(re.findall(r"^\s*([A-Z][A-Z0-9_]*)=", text, re.M))
+        assert "GPUFLEET_AZURE_CLIENT_ID" in names
+        assert not names & AZURE_IDENTITY_ENV

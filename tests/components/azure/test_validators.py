@@ -21,19 +21,31 @@ from gpufleet.components.validators import AccountError, FakeAccount
 # regional total; deallocated VMs count). Spot VMs count against "lowPriorityCores".
 USAGES_PATH = "/subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages"
 USAGES_VERSION = "2023-07-01"
-# Family quota names per size series (Azure VM family names table, OpenShift "Installing on
-# Azure", GPU accelerated: "ND-H100-v5-series | standardNDSH100v5Family", "NDasrA100_v4-series
-# | Standard NDASv4_A100 Family"; the usages API spells the latter standardNDASv4_A100Family).
+# Family quota names per size series, spelled as the docs table spells them (Azure VM family
+# names table, OpenShift "Installing on Azure", GPU accelerated: "ND-H100-v5-series |
+# standardNDSH100v5Family", "NDasrA100_v4-series | Standard NDASv4_A100 Family"); the
+# usages API spells the latter standardNDASv4_A100Family, so the fake answers with the docs'
+# spelling and the check must match either.
 FAMILY = {
     "Standard_ND96isr_H100_v5": ("standardNDSH100v5Family", "Standard NDSH100v5 Family vCPUs"),
-    "Standard_ND96asr_v4": ("standardNDASv4_A100Family", "Standard NDASv4_A100 Family vCPUs"),
+    "Standard_ND96asr_v4": ("Standard NDASv4_A100 Family", "Standard NDASv4_A100 Family vCPUs"),
 }
+# vCPUs per size (learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndasra100v4-
+# series and nca100v4-series, read 2026-11-25).
+VCPUS = {"Standard_ND96asr_v4": 96, "Standard_NC96ads_A100_v4": 96}
+# Resource Groups - List (learn.microsoft.com/rest/api/resources/resourcegroups/list, read
+# 2026-11-25): GET /subscriptions/{s}/resourcegroups?$filter=tagName eq 'k' and tagValue eq 'v'
+# &api-version=2021-04-01; each value has id, name, location, tags. Virtual Machines - List
+# (learn.microsoft.com/rest/api/compute/virtual-machines/list): GET {group id}/providers/
+# Microsoft.Compute/virtualMachines; properties.hardwareProfile.vmSize, properties.priority.
+GROUPS_PATH = "/subscriptions/{s}/resourcegroups"
+OWN_GROUP = "/subscriptions/{s}/resourceGroups/azure-nd-a100-rg1a2b3c4d"  # autonamed
+SUB = "00000000-0000-0000-0000-000000000000"  # the azure mocks' getClientConfig answer
 # Virtual Machine Images - Get (learn.microsoft.com/rest/api/compute/virtual-machine-images/get)
 IMAGE_PATH = (
     "/subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/publishers/{p}/"
     "artifacttypes/vmimage/offers/{o}/skus/{k}/versions/{v}"
 )
-SUB = "00000000-0000-0000-0000-000000000000"  # the azure mocks' getClientConfig answer
 VM_TYPE = "azure-native:compute:VirtualMachine"
 
 
@@ -46,25 +58,53 @@ def usage(name: str, label: str, limit: int, used: int = 0) -> dict:
     }
 
 
-def account(family_limit: int, regional: int = 1000, image: str = "found", spot: int = 0):
+def account(
+    family_limit: int,
+    regional: int = 1000,
+    image: str = "found",
+    spot: int = 0,
+    own: tuple[tuple[str, str], ...] = (),
+    generation: str = "V2",
+):
+    """A fake ARM; `own`: (size, priority) of VMs already in the cluster's tagged group, which
+    the usages count too."""
     asked: list[str] = []
+    held = sum(VCPUS[size] for size, _ in own)
 
     def arm(url: str) -> dict:
         asked.append(url)
-        path = urllib.parse.urlsplit(url).path
-        if path.endswith("/usages"):
+        parts = urllib.parse.urlsplit(url)
+        path = parts.path
+        if path == GROUPS_PATH.format(s=SUB):
+            wanted = "tagName eq 'gpufleet-cluster' and tagValue eq 'azure-nd-a100'"
+            if not own or urllib.parse.parse_qs(parts.query)["$filter"] != [wanted]:
+                return {"value": []}
+            group = OWN_GROUP.format(s=SUB)
+            return {"value": [{"id": group, "location": "eastus", "tags": {}}]}
+        if path == OWN_GROUP.format(s=SUB) + "/providers/Microsoft.Compute/virtualMachines":
             return {
                 "value": [
-                    usage("cores", "Total Regional vCPUs", regional, used=8),
-                    usage("lowPriorityCores", "Total Regional Low-priority vCPUs", spot),
-                    *[usage(n, label, family_limit) for n, label in FAMILY.values()],
+                    {"properties": {"hardwareProfile": {"vmSize": size}, "priority": prio}}
+                    for size, prio in own
+                ]
+            }
+        if path.endswith("/usages"):
+            spot_used = sum(VCPUS[z] for z, p in own if p == "Spot")
+            return {
+                "value": [
+                    usage("cores", "Total Regional vCPUs", regional, used=8 + held - spot_used),
+                    usage("lowPriorityCores", "Total Regional Low-priority vCPUs", spot, spot_used),
+                    *[
+                        usage(n, label, family_limit, used=held - spot_used)
+                        for n, label in FAMILY.values()
+                    ],
                     usage("standardDSv3Family", "Standard DSv3 Family vCPUs", 100),
                 ]
             }
         if "/artifacttypes/vmimage/" in path:
             if image == "missing":
                 raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
-            props: dict = {"hyperVGeneration": "V2"}
+            props: dict = {"hyperVGeneration": generation}
             if image != "found":  # an image version that declares its security type
                 props["features"] = [{"name": "SecurityType", "value": image}]
             return {"name": path.rsplit("/", 1)[1], "properties": props}
@@ -126,6 +166,45 @@ def test_spot_nodes_are_checked_against_the_regional_spot_quota():
     assert "Low-priority" in err.problem
 
 
+def test_spot_nodes_are_not_checked_against_the_regular_quotas():
+    """ "Azure Spot Virtual Machines will have a separate quota pool" (learn.microsoft.com/azure/
+    virtual-machines/spot-vms, FAQ, read 2026-11-25): a full regular regional quota does not
+    stop Spot VMs."""
+    acct, _ = account(family_limit=0, regional=8, spot=200)
+    built, _ = run("azure-nd-a100", acct, instance_type="Standard_NC96ads_A100_v4", spot=True)
+    quota = {c.fact: c for c in built[0].checks}["the vCPU quota covers the fleet"]
+    assert quota.status == "passed", quota.detail
+    assert "Total Regional vCPUs" not in (quota.detail or "")
+
+
+def test_a_reapply_does_not_count_the_clusters_own_vms_against_it():
+    """The usages count every VM of the region, this cluster's running ones included; a
+    re-apply keeps (or replaces, delete-first) them, so they are no new demand."""
+    own = (("Standard_ND96asr_v4", "Regular"),) * 2
+    acct, asked = account(family_limit=192, regional=200, own=own)
+    built, _ = run("azure-nd-a100", acct)
+    quota = {c.fact: c for c in built[0].checks}["the vCPU quota covers the fleet"]
+    assert quota.status == "passed", quota.detail
+    assert any(urllib.parse.urlsplit(u).path == GROUPS_PATH.format(s=SUB) for u in asked)
+
+
+def test_without_its_own_vms_the_same_usage_is_refused():
+    """The same family usage with no group of this cluster (a new one): refused."""
+    acct, _ = account(family_limit=192, regional=1000)
+    full = acct.arm
+
+    def arm(url: str) -> dict:
+        answer = full(url)
+        if urllib.parse.urlsplit(url).path.endswith("/usages"):
+            for u in answer["value"]:
+                if u["name"]["value"] == FAMILY["Standard_ND96asr_v4"][0]:
+                    u["currentValue"] = 192
+        return answer
+
+    err = refusal("azure-nd-a100", FakeAccount(arm=arm))
+    assert "Standard NDASv4_A100 Family vCPUs: 0 of 192 vCPUs free" in err.problem
+
+
 def test_room_in_the_family_and_the_region_passes_and_says_what_it_found():
     acct, asked = account(family_limit=192)
     built, plan = run("azure-nd-h100", acct)
@@ -172,3 +251,23 @@ def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins
     built, _ = run("azure-nd-h100", acct)
     image = {c.fact: c for c in built[0].checks}["the pinned image version exists"]
     assert image.detail.endswith("(TrustedLaunchSupported)")
+
+
+# Trusted Launch (learn.microsoft.com/azure/virtual-machines/trusted-launch, read 2026-11-25):
+# "Trusted launch requires ... Generation 2 VM" images; an image version states its
+# generation as properties.hyperVGeneration ("V1" or "V2", Virtual Machine Images - Get).
+TRUSTED_LAUNCH_GENERATION = "V2"
+
+
+def test_a_generation_1_image_is_refused_where_the_size_pins_trusted_launch():
+    """An image declaring no SecurityType says nothing about Trusted Launch; a Gen1 image cannot
+    boot one at all. ND H100 v5 pins it; ND A100 v4 does not, and takes the same image."""
+    acct, _ = account(family_limit=192, generation="V1")
+    err = refusal("azure-nd-h100", acct)
+    assert "V1" in err.problem and "Trusted Launch" in err.problem
+    acct, _ = account(family_limit=192, generation="V1")
+    built, _ = run("azure-nd-a100", acct)
+    assert {c.status for c in built[0].checks} == {"passed"}
+    acct, _ = account(family_limit=192, generation=TRUSTED_LAUNCH_GENERATION)
+    built, _ = run("azure-nd-h100", acct)
+    assert {c.status for c in built[0].checks} == {"passed"}

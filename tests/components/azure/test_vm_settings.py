@@ -17,11 +17,14 @@ VM = "azure-native:compute:VirtualMachine"
 
 # Read 2026-11-25. OSProfile (learn.microsoft.com/rest/api/compute/virtual-machines/create-or-
 # update#osprofile): customData "can't be updated" once the VM exists and "the maximum length
-# of the binary array is 65535 bytes" (the base64 text ARM receives); ImageReference cannot
-# change on an existing VM either (a new image means a new VM). ARM answers such a PUT with
-# 409 PropertyChangeNotAllowed.
+# of the binary array is 65535 bytes": the decoded data; ARM takes it base64, and refuses more
+# with "...exceeds the maximum length of 87380 characters" (the base64 of 65535 bytes:
+# 4 * 65535 / 3 = 87380). ImageReference cannot change on an existing VM
+# either (a new image means a new VM). ARM answers such a PUT with 409
+# PropertyChangeNotAllowed.
 IMMUTABLE = {"osProfile.customData", "storageProfile.imageReference"}
-CUSTOM_DATA_LIMIT = 65535
+CUSTOM_DATA_LIMIT = 65535  # bytes, decoded
+CUSTOM_DATA_BASE64_LIMIT = 87380  # characters
 # cloud-init docs, "User data formats": gzip-compressed content is detected and uncompressed.
 GZIP_MAGIC = b"\x1f\x8b"
 # BootDiagnostics (same API): "If storageUri is not specified while enabling boot diagnostics,
@@ -56,17 +59,26 @@ def test_custom_data_is_gzipped_and_far_under_the_limit():
         raw = base64.b64decode(sent)
         assert raw[:2] == GZIP_MAGIC
         assert gzip.decompress(raw).decode().startswith("#cloud-config")
-        assert len(sent) < CUSTOM_DATA_LIMIT // 2
+        assert len(raw) < CUSTOM_DATA_LIMIT // 2
 
 
 def test_custom_data_over_the_limit_is_refused_naming_its_size():
     noise = "".join(random.Random(7).choices(string.ascii_letters, k=100_000))
     with pytest.raises(CustomDataTooLarge) as e:
         encode_custom_data("#cloud-config\n" + noise)
-    size = len(base64.b64encode(gzip.compress(("#cloud-config\n" + noise).encode(), mtime=0)))
+    size = len(gzip.compress(("#cloud-config\n" + noise).encode(), mtime=0))
     assert size > CUSTOM_DATA_LIMIT
     assert f"{size} bytes" in str(e.value) and str(CUSTOM_DATA_LIMIT) in str(e.value)
     assert e.value.hint
+
+
+def test_custom_data_is_measured_decoded_not_as_its_base64():
+    """Gzipped cloud-init of 64,149 bytes is 85,532 base64 characters: under both of ARM's
+    limits, so it must be sent, not refused for its base64 length."""
+    text = "#cloud-config\n" + "".join(random.Random(7).choices(string.ascii_letters, k=88_000))
+    sent = encode_custom_data(text)
+    assert len(base64.b64decode(sent)) <= CUSTOM_DATA_LIMIT
+    assert CUSTOM_DATA_LIMIT < len(sent) <= CUSTOM_DATA_BASE64_LIMIT
 
 
 def test_custom_data_is_the_same_for_the_same_text():
@@ -92,3 +104,31 @@ def test_trusted_launch_is_pinned_where_the_size_supports_it(stack):
             assert profile["uefiSettings"] == {"secureBootEnabled": False, "vTpmEnabled": True}
         else:
             assert profile is None
+
+
+# Trusted Launch on existing VMs (learn.microsoft.com/azure/virtual-machines/trusted-launch-
+# existing-vm, read 2026-11-25): the security type of an existing VM changes only while it is
+# deallocated ("Deallocate the VM" before "Update the security type"); ARM refuses the PUT on
+# a running VM.
+SECURITY_TYPE_NEEDS_DEALLOCATED = "securityProfile"
+
+
+@pytest.mark.parametrize("stack", ["azure-nd-a100", "azure-nd-h100"])
+def test_a_security_type_change_replaces_the_vm_instead_of_failing(stack):
+    """A size change between a Trusted Launch size and one without it changes the security
+    type: a plain update would fail on the running VM; the VM is replaced, deleted first."""
+    from gpufleet.components.replacements import diff
+
+    for vm in plan(stack).of_type(VM):
+        assert SECURITY_TYPE_NEEDS_DEALLOCATED in vm.replace_on_changes
+    old = {"type": VM, "name": "c-node-0", "inputs": {"securityProfile": None}}
+    new = {
+        "type": VM,
+        "name": "c-node-0",
+        "inputs": {"securityProfile": {"securityType": "TrustedLaunch"}},
+    }
+    (refused,) = diff([old], [new])
+    assert refused.action == "refused"
+    replace = {**new, "replace_on_changes": [SECURITY_TYPE_NEEDS_DEALLOCATED]}
+    (change,) = diff([old], [replace])
+    assert change.action == "replace"

@@ -52,7 +52,7 @@ def test_render_from_a_stack_folder_is_the_exact_node_cloud_init(tmp_path):
     doc = yaml.safe_load(r.stdout)
     env = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/gpufleet/env")
     assert "GPUFLEET_NODE=node-2" in env and "GPUFLEET_FABRIC=infiniband" in env
-    assert "AZURE_CLIENT_ID='<AZURE_CLIENT_ID at deploy time>'" in env
+    assert "GPUFLEET_AZURE_CLIENT_ID='<GPUFLEET_AZURE_CLIENT_ID at deploy time>'" in env
     assert "PRIVATE KEY" not in r.stdout  # secrets are placeholders only
     assert "ssh_keys" not in doc  # the node makes its own host key (issue 19 item 23)
 

@@ -367,7 +367,7 @@ def test_extend_moves_every_nodes_own_expiry_and_the_record(node_writes, cloud, 
     from gpufleet.cli import main
     from gpufleet.core import state
 
-    created = time.time() + HOUR
+    created = time.time() + 3 * 24 * HOUR  # Azure refuses past its auto-shutdown (azure/rules.py)
     cloud_record(cloud, created)
     assert main(["extend", "c", "2d"]) == 0
     ((name, when),) = node_writes
@@ -440,7 +440,7 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
             return {"node-0": None, "node-1": "exit 1"}
 
     monkeypatch.setattr(remote, "Group", HalfGroup)
-    created = time.time() + HOUR
+    created = time.time() + 3 * HOUR  # within it: Azure refuses past its auto-shutdown
     cloud_record("azure", created)
     assert main(["extend", "c", "2h"]) == ExitCode.OPERATION_FAILED  # a step of gpufleet, not a job
     err = capsys.readouterr().err
@@ -494,3 +494,22 @@ def test_a_region_without_the_type_fails_up_as_a_spec_error_with_nothing_created
     assert "eu-central-1 does not offer p5.48xlarge" in e.value.problem
     assert registered == []
     assert calls == [("up", None), ("destroy", None)]
+
+
+def test_a_destroy_error_the_cloud_knows_is_explained_with_its_fix(gpufleet_home, monkeypatch):
+    """`down` on Azure can meet NicReservedForAnotherVm (a NIC is held 180 s after its VM is
+    deleted): the cloud's rules say to wait and run `down` again, not a raw tail."""
+    from gpufleet.core.errors import GpufleetError
+    from tests.gpufleet.fakes import cluster
+
+    class Reserved(FakeStack):
+        def destroy(self, **_):
+            raise Exception("Code=NicReservedForAnotherVm Message=reserved for 180 seconds")
+
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda: None)
+    monkeypatch.setattr(pp, "_stack", lambda *_a: Reserved(None, {}, []))
+    info = cluster(cloud="azure")
+    with pytest.raises(GpufleetError) as caught:
+        pp.PulumiProvisioner().down(info, lambda _m: None)
+    assert "180" in caught.value.message and "gpufleet down" in (caught.value.hint or "")
