@@ -65,3 +65,15 @@ def test_the_docs_site_builds_strict(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "commands" / "index.html").is_file()
+
+
+def test_every_validator_is_in_the_account_checks_table():
+    """docs/validators.md has one row per validator, with its fact and API as the code says."""
+    from gpufleet.components.validators import cloud_validators
+
+    text = (ROOT / "docs" / "validators.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    documented = {tuple(c.strip() for c in r.strip("|").split(" | ")[:2]) for r in rows}
+    for cloud in ("aws", "gcp", "azure"):
+        for v in cloud_validators(cloud):
+            assert (v.fact, v.api) in documented, f"{cloud}: {v.fact!r} not in docs/validators.md"
