@@ -27,7 +27,10 @@ FAST_FABRICS = ("efa", "infiniband", "tcpx", "tcpxo")
 # NCCL names of the network it chose ("NCCL INFO Using network <name>"), by fabric.
 _NETWORK_PATTERNS = (
     ("socket", re.compile(r"^Socket$", re.IGNORECASE)),
-    ("infiniband", re.compile(r"^IB\b", re.IGNORECASE)),
+    # NCCL's own IB transport is "IB"; the nccl-rdma-sharp-plugins (HPC-X) one, which fabric.py
+    # puts on the library path for infiniband, is "IBext" (NVIDIA/nccl#1357, #1029) or
+    # "IBext_v6" on channel lines (NVIDIA/nccl#1120).
+    ("infiniband", re.compile(r"^IB(ext)?(_v\d+)?$", re.IGNORECASE)),
     ("efa", re.compile(r"Libfabric|OFI", re.IGNORECASE)),  # aws-ofi-nccl: "AWS Libfabric"
     ("tcpxo", re.compile(r"FasTrak", re.IGNORECASE)),
     ("tcpx", re.compile(r"TCPX", re.IGNORECASE)),  # "GPUDirectTCPX_v7"

@@ -64,6 +64,15 @@ def test_bandwidth_definitions_match_nccl_tests(probe):
         ("h:1:1 [0] NCCL INFO Using network Libfabric\n", "efa"),
         ("h:1:1 [0] NCCL INFO Using network GPUDirectTCPX_v7\n", "tcpx"),
         ("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n", "infiniband"),
+        # the SHARP plugin (nccl-rdma-sharp-plugins) names its IB transport IBext: lines from
+        # NVIDIA/nccl#1357 and #1029 ("Using network IBext"), #1120 ("via NET/IBext_v6/1")
+        ("h:1:1 [1] NCCL INFO Using network IBext\n", "infiniband"),
+        ("h:1:1 [0] NCCL INFO Using network IBext_v8\n", "infiniband"),
+        (
+            "h:1:1 [0] NCCL INFO Channel 01/0 : 6[4f] -> 3[9d] [receive] via NET/IBext_v6/1\n",
+            "infiniband",
+        ),
+        ("h:1:1 [0] NCCL INFO Using network IBfoo\n", None),
         ("h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n", None),
     ],
 )

@@ -597,6 +597,16 @@ IB_LOADED = (
     "h:1:1 [0] NCCL INFO Using network IB\n"
 )
 TCPX_LOADED = "h:1:1 [0] NCCL INFO Using network GPUDirectTCPX_v7\n"
+# The HPC-X SHARP plugin (nccl-rdma-sharp-plugins), which gpufleet loads on infiniband: lines as
+# NVIDIA/nccl#1357 records them (also #1029: "Using network IBext").
+IB_SHARP_LOADED = (
+    "h:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)\n"
+    "h:1:1 [0] NCCL INFO NET/Plugin: Loaded collnet plugin SHARP (v6)\n"
+    "h:1:1 [0] NCCL INFO P2P plugin IBext\n"
+    "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB/SHARP [RO]; "
+    "OOB ibp25s0:10.20.0.119<0>\n"
+    "h:1:1 [0] NCCL INFO Using network IBext\n"
+)
 
 
 @pytest.mark.parametrize("fabric", ["efa", "infiniband", "tcpx"])
@@ -609,7 +619,13 @@ def test_nccl_on_sockets_fails_the_node_check_on_a_fabric(hc, fabric):
 
 
 @pytest.mark.parametrize(
-    ("fabric", "log"), [("efa", EFA_LOADED), ("infiniband", IB_LOADED), ("tcpx", TCPX_LOADED)]
+    ("fabric", "log"),
+    [
+        ("efa", EFA_LOADED),
+        ("infiniband", IB_LOADED),
+        ("infiniband", IB_SHARP_LOADED),
+        ("tcpx", TCPX_LOADED),
+    ],
 )
 def test_nccl_on_the_fabric_passes(hc, fabric, log):
     check = hc.check_nccl_network(
