@@ -336,9 +336,10 @@ def declare_bake(spec: ClusterSpec) -> ImageBakeComponent:
 
 
 def bake_exports(bake: ImageBakeComponent) -> dict[str, Any]:
-    """The image id a stack can name, and expires_at as a cluster stack has it (`sweep` reads
-    it: provision/pulumi.py list_stacks)."""
-    return {"image_id": bake.image_id, "expires_at": bake.expires_at}
+    """The image id a stack can name, expires_at as a cluster stack has it, and the marker
+    `sweep` knows a bake's stack by (provision/pulumi.py list_stacks reads both): a cluster's
+    stack never exports gpufleet_kind."""
+    return {"image_id": bake.image_id, "expires_at": bake.expires_at, "gpufleet_kind": "bake"}
 
 
 def bake_program(spec: ClusterSpec) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from gpufleet.components.clouds import PULUMI_CLOUDS, Cloud
 from gpufleet.components.errors import SpecError
 from gpufleet.components.sandboxrules import SANDBOX_CLOUDS, sandbox_rules
 
+BAKE_SUFFIX = "-image"  # `<name>-image` is the stack of the image bake for cluster <name>
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$|^[a-z]$")
 # An EC2 capacity reservation id (ODCR or Capacity Block); a GCE reservation name (RFC 1035).
 RESERVATION_RE = {
@@ -90,6 +91,13 @@ class ClusterSpec(BaseModel):
                 f"{v!r} is not a valid cluster name",
                 "use 1-32 lowercase letters, digits and '-', starting with a letter "
                 "(it becomes part of cloud resource names)",
+            )
+        if v.endswith(BAKE_SUFFIX):
+            raise SpecError(
+                "name",
+                f"{v!r} ends in {BAKE_SUFFIX!r}, which names the Pulumi stack (and lock) of "
+                f"`gpufleet image bake` for cluster {v.removesuffix(BAKE_SUFFIX)!r}",
+                f"pick another name; {BAKE_SUFFIX!r} is reserved for image bakes",
             )
         return v
 

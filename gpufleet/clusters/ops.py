@@ -129,8 +129,9 @@ def node_states(info: ClusterInfo) -> dict[str, str]:
 def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecord, str]]:
     """The cloud stacks `sweep` removes, each with why: past its expiry, or no live CLI owns
     its cluster here (no record, or the `run` that owns it is dead). An image bake's stack
-    (`<stack>-image`) is stale once no `gpufleet image bake` here holds its name: a live one
-    removes its builder itself."""
+    (its gpufleet_kind output is "bake"; never its name: a cluster's name may end in -image
+    in records made before the spec refused it) is stale once no `gpufleet image bake` here
+    holds its name: a live one removes its builder itself."""
     stale = []
     for s in stacks:
         if state.locked(s.cluster):
@@ -141,7 +142,7 @@ def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecor
                 expires = state.load(s.cluster).expires_at or expires
         if expires is not None and expires <= now:
             why = f"expired {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))}"
-        elif s.stack.endswith("-image") and s.cluster == s.stack:
+        elif s.kind == "bake":
             why = "an image bake no live `gpufleet image bake` here holds"
         elif not state.known(s.cluster):
             why = "no record of its cluster here"

@@ -364,6 +364,7 @@ class StackRecord:
     stack: str
     cluster: str  # its cluster_name output; the stack name before its first `up` finished
     expires_at: float | None  # its expires_at output (epoch seconds), if it has one
+    kind: str | None = None  # its gpufleet_kind output: "bake" for an image bake's stack
 
 
 def may_hold_stacks(backend: str | None = None) -> bool:
@@ -392,6 +393,7 @@ def list_stacks(backend: str | None = None) -> list[StackRecord]:
             stack=name,
             cluster=str(outputs.get("cluster_name") or name),
             expires_at=float(expires) if expires not in (None, "") else None,
+            kind=str(outputs["gpufleet_kind"]) if outputs.get("gpufleet_kind") else None,
         )
 
     if not names:

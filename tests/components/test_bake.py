@@ -248,6 +248,7 @@ def test_probe_reads_the_runner_marker_and_step_log():
 
 def test_bake_exports_the_image_id_and_the_builders_expiry():
     p = bake_plan("aws-g5")
-    assert sorted(p.outputs) == ["expires_at", "image_id"]
+    assert sorted(p.outputs) == ["expires_at", "gpufleet_kind", "image_id"]
+    assert p.outputs["gpufleet_kind"] == "bake"  # how `sweep` knows a bake's stack
     assert p.outputs["expires_at"] == 3 * 3600  # what `sweep` compares
     assert json.dumps(p.outputs)  # plain values a CLI prints

@@ -37,6 +37,8 @@ def test_local_defaults():
             "--ttl",
         ),
         ({"disk_gb": 10}, "disk_gb", "100"),
+        # `<name>-image` is the Pulumi stack and lock of cluster <name>'s image bake
+        ({"name": "llama-image"}, "name", "reserved for image bakes"),
     ],
 )
 def test_bad_input_names_field_and_fix(kw, field, fix_part):
@@ -45,6 +47,11 @@ def test_bad_input_names_field_and_fix(kw, field, fix_part):
     assert e.value.field == field
     assert fix_part in e.value.fix
     assert e.value.exit_code == 2
+
+
+def test_a_name_only_containing_image_is_still_a_name():
+    assert spec(name="image-llama").name == "image-llama"
+    assert spec(name="llama-images").name == "llama-images"
 
 
 def test_cloud_spec_derives_gpus_and_fabric_from_catalog():

@@ -109,7 +109,8 @@ def scene(fake: FakeBackend) -> None:
             "kept-expired": outputs("kept-expired", now - 60),
             "no-record": outputs("no-record", now + HOUR),
             "half-made": {},  # `up` killed before its outputs: no record left either
-            "t-image": {},  # an image bake whose `image bake` died mid-bake: its builder goes
+            # an image bake whose `image bake` died before removing its builder: the builder goes
+            "t-image": {"image_id": "ami-1", "expires_at": now + HOUR, "gpufleet_kind": "bake"},
         }
     )
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gpufleet.clusters.sweep import leftover_clusters, sweep
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError
-from tests.gpufleet.cli.test_sweep import destroyed, fake_backend, scene
+from tests.gpufleet.cli.test_sweep import HOUR, destroyed, fake_backend, outputs, record, scene
 
 
 @pytest.fixture
@@ -47,7 +49,8 @@ def test_an_image_bake_goes_once_its_bake_died_never_while_it_runs(backend):
     """Issue 19, item 22: sweep skipped every `<stack>-image` stack, so the builder of a
     killed `gpufleet image bake` (a p5.48xlarge for `--stack aws-p5`) billed until someone
     found it. A bake holds its name's lock while it runs (cli/image.py)."""
-    backend.outputs.update({"p5-image": {}, "g5-image": {}})
+    bake = {"image_id": "ami-1", "expires_at": time.time() + 3600, "gpufleet_kind": "bake"}
+    backend.outputs.update({"p5-image": bake, "g5-image": bake})
     lines: list[str] = []
     with state.lock("g5-image"):  # `image bake --stack g5` is running
         assert sweep(lines.append, yes=True) == 1
@@ -56,3 +59,24 @@ def test_an_image_bake_goes_once_its_bake_died_never_while_it_runs(backend):
     assert lines[0] == (
         "stack p5-image (cluster p5-image): an image bake no live `gpufleet image bake` here holds"
     )
+
+
+def test_a_recorded_cluster_named_like_a_bake_is_never_swept(backend):
+    """Review of issue 19: a cluster's stack was taken for a bake's by its name (`-image`, the
+    cluster name == the stack name), before the record was asked, so `sweep --yes` destroyed a
+    live, recorded `llama-image`. Records made before the spec refused such names still exist;
+    a bake's stack is known by its gpufleet_kind output instead."""
+    now = time.time()
+    record("llama-image", now + HOUR)  # `up`: kept on purpose
+    record("qwen-image", now + HOUR)
+    state.set_owner("qwen-image")  # a live `run` (this process)
+    backend.outputs.update(
+        {
+            "llama-image": outputs("llama-image", now + HOUR),
+            "qwen-image": outputs("qwen-image", now + HOUR),
+        }
+    )
+    lines: list[str] = []
+    assert sweep(lines.append, yes=True) == 0
+    assert destroyed(backend) == set() and lines == []
+    assert set(backend.outputs) == {"llama-image", "qwen-image"}
