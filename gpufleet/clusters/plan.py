@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +224,13 @@ class CheckUnavailable(GpufleetError):
 
 def check_stack(name: str, root: Path | None = None, backend: str | None = None) -> list[dict]:
     """Online: `pulumi preview` of the stack against its account, so the offer check and every
-    validator ask the cloud before anything exists; the checks' outcomes, or the refusal."""
+    validator ask the cloud before anything exists; the checks' outcomes, or the refusal.
+
+    The preview runs on a scratch stack, `<name>-check-<random>`, made for it and removed
+    after: never on the cluster's own stack, whose config (a live cluster's) it would rewrite,
+    and leaving no empty stack for `sweep` to find."""
+    import secrets
+
     from gpufleet.components import stackconfig
     from gpufleet.core.errors import MissingTool
     from gpufleet.provision import pulumi as pp
@@ -249,9 +256,9 @@ def check_stack(name: str, root: Path | None = None, backend: str | None = None)
             raise
         outcomes.extend(c.as_dict() for c in fleet.checks)
 
-    stack = pp._stack(spec, backend, program)
-    pp.set_provider_config(stack, spec)
+    stack = pp._stack(f"{spec.name}-check-{secrets.token_hex(4)}", backend, program)
     try:
+        pp.set_provider_config(stack, spec)
         stack.preview(color="never")
     except Exception as e:
         if refused:
@@ -259,6 +266,11 @@ def check_stack(name: str, root: Path | None = None, backend: str | None = None)
         raise GpufleetError(
             f"pulumi preview of {name} failed: {str(e).strip()[-1500:]}", hint=CHECK_FIX
         ) from e
+    finally:
+        # A preview creates nothing, so no force: were the stack somehow not empty, it stays.
+        # Should removal fail, `sweep` removes the empty stack (no record of its cluster).
+        with contextlib.suppress(Exception):
+            stack.workspace.remove_stack(stack.name)
     return outcomes
 
 

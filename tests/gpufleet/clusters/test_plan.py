@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from types import SimpleNamespace
 
 import pytest
 
-from gpufleet.clusters.plan import plan_stack, price_estimate
+from gpufleet.clusters.plan import check_stack, plan_stack, price_estimate
 from gpufleet.components import stackconfig
 from gpufleet.components.catalog import lookup
+from gpufleet.core.errors import GpufleetError
 
 
 def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():
@@ -96,3 +99,71 @@ def test_offline_plan_lists_each_validator_as_skipped_with_the_reason(stack, mon
     assert {c["status"] for c in checks} == {"skipped"}
     assert {c["detail"] for c in checks} == {validators.OFFLINE}
     assert "plan --check" in validators.OFFLINE
+
+
+class FakeStacks:
+    """The Automation API's stacks in a backend, as check_stack reaches them through
+    provision/pulumi.py: `_stack` creates or selects one (create_or_select_stack), a stack
+    has config (get_all_config / set_config), `preview`, and `workspace.remove_stack`."""
+
+    def __init__(self, preview_error: Exception | None = None):
+        self.config: dict[str, dict[str, str]] = {}
+        self.previewed: list[str] = []
+        self.removed: list[str] = []
+        self.preview_error = preview_error
+
+    def stack(self, spec_or_name, _backend, _program=None):
+        fake = self
+        name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
+        fake.config.setdefault(name, {})
+
+        class Stack:
+            def __init__(self):
+                self.name, self.workspace = name, self
+
+            def get_all_config(self):
+                return {k: SimpleNamespace(value=v) for k, v in fake.config[name].items()}
+
+            def set_config(self, key, value):
+                fake.config[name][key] = value.value
+
+            def preview(self, **_):
+                fake.previewed.append(name)
+                if fake.preview_error:
+                    raise fake.preview_error
+
+            def remove_stack(self, stack_name):
+                fake.removed.append(stack_name)
+                fake.config.pop(stack_name)
+
+        return Stack()
+
+
+@pytest.fixture
+def stacks(monkeypatch):
+    from gpufleet.provision import pulumi as pp
+
+    fake = FakeStacks()
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda _cloud=None: None)
+    monkeypatch.setattr(pp, "_stack", fake.stack)
+    return fake
+
+
+def test_check_previews_on_a_scratch_stack_and_removes_it(stacks):
+    """Review of issue 19: `plan --check` previewed on the cluster's own stack
+    (create_or_select_stack + set_provider_config), so it left an empty stack for `sweep` to
+    list, and run against a live cluster's name rewrote that stack's config."""
+    stacks.config["aws-p5"] = {"aws:region": "eu-west-1"}  # a live cluster's stack
+    assert check_stack("aws-p5") == []  # the fake preview runs no program
+    (scratch,) = stacks.previewed
+    assert re.fullmatch(r"aws-p5-check-[0-9a-f]{8}", scratch)
+    assert stacks.removed == [scratch]
+    assert stacks.config == {"aws-p5": {"aws:region": "eu-west-1"}}  # untouched, nothing left
+
+
+def test_a_failed_check_still_removes_its_scratch_stack(stacks):
+    stacks.preview_error = RuntimeError("error: no credentials")
+    with pytest.raises(GpufleetError, match="pulumi preview of aws-p5 failed"):
+        check_stack("aws-p5")
+    assert stacks.removed == stacks.previewed and stacks.config == {}
