@@ -12,8 +12,9 @@ The image carries no expiry tag: it is meant to outlive the bake.
 The builder has a node's backstop, in case the CLI dies mid-bake: an expiry fixed at the first
 apply (components/expiry.py, BAKE_HOURS), armed in its user data through the same
 gpufleet-expire timer, and each cloud's own (AWS: terminate on an instance-initiated shutdown;
-GCP: terminationTime with DELETE; Azure: the VM deletes itself through its identity). The
-seal removes the timer and its state, so no node made from the image inherits them.
+GCP: terminationTime with DELETE, until the seal stops it; Azure: the VM deletes itself through
+its identity). The seal removes the timer and its state, so no node made from the image inherits
+them.
 """
 
 from __future__ import annotations

@@ -175,6 +175,9 @@ CLOUD_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
 # The same, for a node that makes its own host key: on GCP the agent's keys are the node's, and
 # it publishes them (hostkeys/) only where it makes them; said outright, whatever the image's
 # instance_configs.cfg.distro says (instance_configs.cfg overrides it: guest-agent README).
+# Either file replaces a custom image's instance_configs.cfg whole (the agent reads no drop-in
+# folder, only that file over .distro): settings the image keeps there are lost, those in
+# .distro stay.
 OWN_KEY_GUEST_FILES: dict[str, tuple[tuple[str, str], ...]] = {
     "gcp": (("/etc/default/instance_configs.cfg", "[InstanceSetup]\nset_host_keys = true\n"),),
 }

@@ -38,6 +38,9 @@ class ForceNew:
     nodes: the types that are the cluster's nodes (named "node k" in the text).
     labels: the words for an input path, for the text ("user data").
     notes: what an in-place update of an input means for a running node, said after it.
+    refusals: by type, why the cloud refuses an immutable change and what to do instead
+      (the default says replace_on_changes is missing).
+    A path ending in ".#" is a list's own length: the list itself changed, not its items.
     """
 
     force_new: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -49,6 +52,7 @@ class ForceNew:
     labels: Mapping[str, str] = field(default_factory=dict)
     kinds: Mapping[str, str] = field(default_factory=dict)  # type -> words ("launch template")
     notes: Mapping[str, str] = field(default_factory=dict)
+    refusals: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ def merged() -> ForceNew:
             "labels",
             "kinds",
             "notes",
+            "refusals",
         )
     }
     nodes: list[str] = []
@@ -145,6 +150,8 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
 def covers(prefix: str, path: str) -> bool:
     """Whether `path` (list indices ignored) is `prefix` or inside it."""
     bare = _INDEX.sub("", path)
+    if prefix.endswith(".#"):
+        return bare == prefix[:-2]
     return bare == prefix or bare.startswith(prefix + ".")
 
 
@@ -241,10 +248,12 @@ def _change(
     if forcing:
         return Change(typ, name, "replace", tuple(paths), tuple(forcing), why(forcing), node, order)
     if immutable:
-        reason = (
-            f"{why(immutable)}: it cannot change on an existing resource, which does not "
-            "replace on it (replace_on_changes), so `pulumi up` fails"
+        refusal = t.refusals.get(
+            typ,
+            "it cannot change on an existing resource, which does not replace on it "
+            "(replace_on_changes), so `pulumi up` fails",
         )
+        reason = f"{why(immutable)}: {refusal}"
         return Change(typ, name, "refused", tuple(paths), tuple(immutable), reason, node)
     versioning = _versioning(t, typ, paths)
     reason = f"{why(paths)} -> {t.versioned[typ]}" if versioning else why(paths)

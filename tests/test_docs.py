@@ -77,3 +77,11 @@ def test_every_validator_is_in_the_account_checks_table():
     for cloud in ("aws", "gcp", "azure"):
         for v in cloud_validators(cloud):
             assert (v.fact, v.api) in documented, f"{cloud}: {v.fact!r} not in docs/validators.md"
+
+
+def test_gcp_host_keys_section_says_a_custom_images_instance_configs_is_replaced():
+    # google guest-agent README, "Configuration" (read 2026-11-25): settings are read from
+    # /etc/default/instance_configs.cfg over instance_configs.cfg.distro; no drop-in folder.
+    text = (ROOT / "docs" / "clouds.md").read_text()
+    section = text.split("### GCP host keys", 1)[1].split("\n### ", 1)[0]
+    assert "written whole" in section and "instance_configs.cfg.distro` still apply" in section

@@ -21,7 +21,15 @@ DEFAULT_BUILDER = "g2-standard-8"
 class ImageBake(ImageBakeComponent):
     cloud = "gcp"
     default_builder = DEFAULT_BUILDER
-    backstop = "GCE deletes it at its terminationTime (instanceTerminationAction DELETE)"
+    # The seal still powers the builder off: the image is made from a disk no running system
+    # writes to any more. GCE clears a stopped VM's termination time (images/ttl/gpufleet-expire,
+    # gce-delete), so from the seal on only `sweep` removes a builder whose CLI died.
+    backstop = (
+        "GCE deletes it at its terminationTime (instanceTerminationAction DELETE) while it runs;"
+        " the seal powers it off and GCE clears a stopped VM's termination time, so a bake whose"
+        " CLI dies after the seal leaves the stopped builder (its disk billed) for"
+        " `gpufleet sweep`"
+    )
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, spec, opts)

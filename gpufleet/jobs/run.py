@@ -32,6 +32,7 @@ from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.provision import LEASE, Progress, traits
 from gpufleet.remote import Group
 from gpufleet.remote.group import Stream
+from gpufleet.remote.lease import LEASE_DIR_DEFAULT
 
 
 # The lease a live `run` keeps renewing on the nodes it created: they remove themselves
@@ -294,6 +295,25 @@ def _budget(req: JobRequest, info: ClusterInfo | None) -> Estimate | None:
     return est
 
 
+def drop_lease(group: Group, name: str, progress: Progress) -> dict[str, str]:
+    """Remove the lease of a kept cluster's nodes, retrying once; the nodes that still hold
+    theirs (node -> why) are said with the command that removes it: each removes itself
+    when its lease runs out, however "kept" the cluster is."""
+    failed = {n: why for n, why in group.write_lease(None).items() if why}
+    if failed:
+        again = group.subset(sorted(failed)).write_lease(None)
+        failed = {n: why for n, why in again.items() if why}
+    if failed:
+        nodes = " ".join(f"--node {n}" for n in sorted(failed))
+        progress(
+            f"lease not removed on {', '.join(f'{n} ({w})' for n, w in sorted(failed.items()))}: "
+            f"{'they remove themselves' if len(failed) > 1 else 'it removes itself'} within "
+            f"{LEASE_S:.0f}s of the last renewal unless you run "
+            f"`gpufleet exec {name} {nodes} -- sudo rm -f {LEASE_DIR_DEFAULT}/lease` before"
+        )
+    return failed
+
+
 def with_boot_lease(spec: ClusterSpec) -> ClusterSpec:
     """The spec `run` creates: with a boot lease where gpufleet may write one on its nodes."""
     if LEASE not in traits(spec.cloud).may_write:
@@ -393,7 +413,7 @@ def _job(
                 lease.stop()
             if created and req.keep and group is not None and LEASE in group.may_write:
                 # kept: only its hard expiry applies now (the boot lease too goes, renewed or not)
-                group.write_lease(None)
+                drop_lease(group, info.name, progress)
             if group is not None:
                 group.close()
         finally:

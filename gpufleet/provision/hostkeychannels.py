@@ -9,15 +9,15 @@ import re
 from dataclasses import dataclass
 
 from gpufleet.components.bootstrap import HOST_KEY_CHANNEL
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core.errors import GpufleetError
 
 # The one key type gpufleet pins (docs/decisions.md); the channels publish every type.
 PINNED_TYPE = "ssh-ed25519"
 
 # cloud-init's keys_to_console block (tools/write-ssh-key-fingerprints), on the serial console.
-_KEYS_BLOCK = re.compile(
-    r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S
-)
+_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
+_KEYS_BLOCK = re.compile(re.escape(_BEGIN) + r"(.*?)-----END SSH HOST KEY KEYS-----", re.S)
 _KEY_TYPE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-\S+@openssh\.com)$")
 _B64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 
@@ -61,11 +61,27 @@ def _keys_in(tokens: list[str]) -> list[str]:
     return keys
 
 
+class AmbiguousHostKeys(GpufleetError):
+    """A console shows more than one host key block: which one cloud-init printed is unknown."""
+
+    exit_code = ExitCode.HOST_KEY
+
+
 def from_console(text: str) -> list[str]:
     """Host public keys ('type base64') from a serial console: EC2's console output, Azure's
-    serial log. The first block counts: cloud-init prints it once per instance, at first boot
-    (keys_to_console is per instance); anything later on the console is not its word."""
-    blocks = _KEYS_BLOCK.findall(text.replace("\r", ""))
+    serial log. cloud-init prints its block once per instance, at first boot (keys_to_console
+    is per instance); a second BEGIN marker was written by someone else (anyone who may type
+    on the serial console, at a login prompt that may come first): refused, never guessed."""
+    text = text.replace("\r", "")
+    begins = text.count(_BEGIN)
+    if begins > 1:
+        raise AmbiguousHostKeys(
+            f"ambiguous host key block: the console shows {begins} '{_BEGIN}' markers, and"
+            " cloud-init prints one",
+            hint="check the node's console output for who wrote the others (serial console"
+            " access), or create the cluster with GPUFLEET_HOST_KEYS=bootstrap",
+        )
+    blocks = _KEYS_BLOCK.findall(text)
     return _keys_in(blocks[0].split()) if blocks else []
 
 

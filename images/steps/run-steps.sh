@@ -28,6 +28,15 @@ for step in "$here"/[0-9][0-9]-*.sh; do
 done
 if [ -e "$R/var/lib/gpufleet/reboot-required" ]; then
   echo "gpufleet: rebooting to load the new driver; the steps run again on the way up"
+  # A live CLI renews the lease only once SSH answers again, and the TTL timer fires a minute
+  # after boot: give an existing lease 15 minutes from now (this node's clock) to cover the reboot.
+  lease="$R/var/lib/gpufleet/lease"
+  if [ -f "$lease" ]; then
+    held="$(cat "$lease" 2>/dev/null || true)"
+    until=$(($(date +%s) + 900))
+    case "$held" in "" | *[!0-9]*) ;; *) [ "$held" -gt "$until" ] && until="$held" ;; esac
+    echo "$until" >"$lease.tmp" && mv -f "$lease.tmp" "$lease"
+  fi
   systemctl reboot
   exit 0
 fi

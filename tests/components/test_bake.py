@@ -147,6 +147,23 @@ def test_gcp_builder_is_deleted_by_gce_at_its_expiry():
     assert when.replace(tzinfo=datetime.UTC).timestamp() == 3 * 3600
 
 
+# GCE clears the termination time of a VM that is stopped, and a stopped VM's persistent disks
+# stay billed: ../shared/reference/cloud-gpu-facts.md ("GCP TTL"), from
+# https://cloud.google.com/compute/docs/instances/limit-vm-runtime and
+# https://cloud.google.com/compute/docs/reference/rest/v1/instances/stop (read 2026-11-25).
+GCE_STOPPED = {"termination_time_kept": False, "disks_billed": True}
+
+
+def test_gcp_backstop_text_says_a_powered_off_builder_outlives_its_termination_time():
+    from gpufleet.components.gcp.bake import ImageBake
+
+    seal = seal_command(ImageBake.seal_before, poweroff=ImageBake.seal_powers_off)
+    backstop = ImageBake.backstop
+    if "poweroff" in seal and not GCE_STOPPED["termination_time_kept"]:
+        assert "after the seal" in backstop and "sweep" in backstop
+        assert "stopped builder" in backstop and GCE_STOPPED["disks_billed"]
+
+
 def test_azure_builder_deletes_itself_through_an_identity_assigned_before_it_boots():
     p = bake_plan("azure-nd-a100")
     builder = p.one("azure-native:compute:VirtualMachine")

@@ -44,6 +44,34 @@ FACTS = [
     (AZ_VM, "tags", "update"),
 ]
 
+# GCP instance fields that change only by stopping the VM, from
+# https://github.com/hashicorp/terraform-provider-google/blob/main/google/services/compute/
+# resource_compute_instance.go (read 2026-11-25): the update refuses them unless
+# allow_stopping_for_update is true ("Changing the machine_type, min_cpu_platform,
+# service_account, enable_display, shielded_instance_config, scheduling.node_affinities,
+# scheduling.max_run_duration or network_interface.[#d].(network/subnetwork/subnetwork_project)
+# or advanced_machine_features on a started instance requires stopping it"); the nodes set it
+# false. In the same file network_interface's items: nic_type and queue_count ForceNew,
+# access_config (no ForceNew) updated in place. Pulumi input names (camelCase).
+GCP_STOP_TO_CHANGE = [
+    "machineType",
+    "serviceAccount.email",
+    "minCpuPlatform",
+    "shieldedInstanceConfig.enableSecureBoot",
+    "enableDisplay",
+    "advancedMachineFeatures.threadsPerCore",
+    "scheduling.nodeAffinities",
+    "scheduling.maxRunDuration.seconds",
+]
+GCP_NIC = [  # one item of networkInterfaces changed: (its input, what the provider does)
+    ("network", "refused"),
+    ("subnetwork", "refused"),
+    ("subnetworkProject", "refused"),
+    ("nicType", "replace"),
+    ("queueCount", "replace"),
+    ("accessConfigs", "update"),
+]
+
 
 def resource(typ: str, name: str, inputs: dict, **extra) -> dict:
     return {"type": typ, "name": name, "inputs": inputs, **extra}
@@ -65,6 +93,37 @@ def test_a_changed_input_does_what_the_provider_does(typ, path, action):
     after = resource(typ, "c-node-0", set_path({}, path, "new"))
     (change,) = diff([before], [after])
     assert (change.action, change.paths) == (action, (path,))
+
+
+@pytest.mark.parametrize("path", GCP_STOP_TO_CHANGE)
+def test_gcp_a_field_that_needs_a_stopped_vm_is_refused_not_updated(path):
+    before = resource(GCP_VM, "c-node-0", set_path({}, path, "old"))
+    after = resource(GCP_VM, "c-node-0", set_path({}, path, "new"))
+    (change,) = diff([before], [after])
+    assert (change.action, change.node) == ("refused", 0)
+    assert "allow_stopping_for_update" in change.reason and "re-create" in change.reason
+    assert "replace_on_changes" not in change.reason  # not the fix on GCP
+
+
+@pytest.mark.parametrize(("field", "action"), GCP_NIC)
+def test_gcp_network_interface_items(field, action):
+    nics = [{"network": "n", "subnetwork": "s", "nicType": "GVNIC", "accessConfigs": []}]
+    new = copy.deepcopy(nics)
+    new[0][field] = "other"
+    (change,) = diff(
+        [resource(GCP_VM, "c-node-0", {"networkInterfaces": nics})],
+        [resource(GCP_VM, "c-node-0", {"networkInterfaces": new})],
+    )
+    assert change.action == action
+
+
+def test_gcp_another_network_interface_replaces_the_vm():
+    one = [{"network": "n", "nicType": "GVNIC"}]
+    (change,) = diff(
+        [resource(GCP_VM, "c-node-0", {"networkInterfaces": one})],
+        [resource(GCP_VM, "c-node-0", {"networkInterfaces": one + one})],
+    )
+    assert change.action == "replace"
 
 
 def test_aws_new_user_data_makes_a_new_version_which_replaces_the_instance():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -401,6 +402,29 @@ def test_runner_reboots_after_a_driver_install_and_writes_no_marker(p4d):
     calls = p4d.recorded()
     assert "nvidia-open" in calls and calls.rstrip().endswith("systemctl reboot")
     assert not (p4d.root / "var/lib/gpufleet/ready.json").exists()
+
+
+def test_runner_extends_a_short_lease_over_its_reboot(p4d):
+    # The CLI renews only once SSH answers again, and gpufleet-ttl.timer fires a minute after
+    # boot: a lease due within the reboot would remove the node while it comes back.
+    p4d.knob("driver", None)
+    lease = p4d.put("var/lib/gpufleet/lease", f"{int(time.time()) + 60}\n")
+    before = int(time.time())
+    assert p4d.run("run-steps.sh").returncode == 0
+    assert int(lease.read_text()) >= before + 900
+    assert not lease.with_name("lease.tmp").exists()
+
+
+def test_runner_keeps_a_longer_lease_and_writes_none_where_there_was_none(p4d):
+    p4d.knob("driver", None)
+    far = int(time.time()) + 7200
+    lease = p4d.put("var/lib/gpufleet/lease", f"{far}\n")
+    assert p4d.run("run-steps.sh").returncode == 0
+    assert int(lease.read_text()) == far
+    lease.unlink()
+    p4d.forget()
+    assert p4d.run("run-steps.sh").returncode == 0
+    assert not lease.exists()
 
 
 # --- Fabric Manager -------------------------------------------------------------------------

@@ -69,3 +69,33 @@ def test_the_launch_line_names_every_node_of_the_job():
     torchrun = LaunchOptions(launcher="torchrun", command=["t.py"], run_id="r1")
     every = {n.name: "torchrun ..." for n in info.nodes}
     assert job._launching(info, torchrun, every) == "launching torchrun on 3 nodes (run r1)"
+
+
+class LeaseGroup:
+    """A Group whose nodes answer the lease removal with `answers` (one dict per try)."""
+
+    def __init__(self, answers: list[dict[str, str | None]]):
+        self.answers, self.tries = answers, []
+
+    def subset(self, nodes):
+        self.tries.append(list(nodes))
+        return self
+
+    def write_lease(self, seconds, timeout=20.0):
+        assert seconds is None
+        return self.answers.pop(0)
+
+
+def test_kept_cluster_retries_a_failed_lease_removal_once():
+    said: list[str] = []
+    group = LeaseGroup([{"node-0": None, "node-1": "timed out"}, {"node-1": None}])
+    assert job.drop_lease(group, "c1", said.append) == {}
+    assert group.tries == [["node-1"]] and said == []
+
+
+def test_kept_cluster_says_which_nodes_still_hold_a_lease_and_how_to_remove_it():
+    said: list[str] = []
+    group = LeaseGroup([{"node-0": None, "node-1": "timed out"}, {"node-1": "timed out"}])
+    assert job.drop_lease(group, "c1", said.append) == {"node-1": "timed out"}
+    assert len(said) == 1 and "node-1 (timed out)" in said[0] and "removes itself" in said[0]
+    assert "`gpufleet exec c1 --node node-1 -- sudo rm -f /var/lib/gpufleet/lease`" in said[0]

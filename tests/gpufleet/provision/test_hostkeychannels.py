@@ -119,9 +119,23 @@ def test_console_before_cloud_init_printed_is_no_key():
     assert hkc.from_console("None") == []  # aws --output text with no output yet
 
 
-def test_console_first_block_counts_not_a_later_one():
-    later = AZURE_SERIAL.replace(ED, ED2)
-    assert hkc.pinned_key(hkc.from_console(AZURE_SERIAL + later)) == ED
+def test_console_with_a_second_block_is_refused_not_guessed():
+    # EC2 Serial Console / Azure serial console users can type at a login prompt that may come
+    # before cloud-init's block: a forged block first, or after, or an unclosed BEGIN
+    forged = AZURE_SERIAL.replace(ED, ED2)
+    unclosed = "-----BEGIN SSH HOST KEY KEYS-----\r\n" + ED2 + "\r\n"
+    for text in (forged + AZURE_SERIAL, AZURE_SERIAL + forged, unclosed + AZURE_SERIAL):
+        with pytest.raises(hkc.AmbiguousHostKeys) as e:
+            hkc.from_console(text)
+        assert e.value.exit_code == 3 and "ambiguous host key block" in e.value.message
+        assert "GPUFLEET_HOST_KEYS=bootstrap" in (e.value.hint or "")
+
+
+def test_read_keys_fails_closed_on_an_ambiguous_console():
+    forged = AZURE_SERIAL.replace(ED, ED2) + AZURE_SERIAL
+    at = {"node-0": "arn:aws:ec2:us-east-1:1:instance/i-0abc"}
+    with pytest.raises(hkc.AmbiguousHostKeys):
+        hostkeypin.read_keys("aws", at, lambda m: None, 60, call=lambda argv: (True, forged))
 
 
 def test_console_a_cut_key_is_no_key():
