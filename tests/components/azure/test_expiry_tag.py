@@ -17,9 +17,9 @@ from tests.images.test_steps import expire, make_node, prebake
 VM = "azure-native:compute:VirtualMachine"
 TAG = "gpufleet-expires"
 # Read 2026-11-25:
-# - learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update: osProfile.customData
-#   "can only be set at VM creation" (a change makes a new VM); tags are updated in place
-#   (Virtual Machines - Update takes tags).
+# - learn.microsoft.com/dotnet/api/azure.resourcemanager.computeschedule.models.
+#   virtualmachineosprofile.customdata (the ARM osProfile.customData property): "This property
+#   cannot be updated after the VM is created" (so a change makes a new VM).
 IMMUTABLE = "osProfile.customData"
 # - learn.microsoft.com/azure/virtual-machines/instance-metadata-service: GET
 #   /metadata/instance/compute/tagsList?api-version=2021-02-01 with header Metadata:true;
@@ -49,8 +49,9 @@ def _vms(p: Plan) -> dict[str, Any]:
 def test_a_ttl_change_changes_no_vms_custom_data_only_its_tag():
     a, b = _vms(_plan_ttl(240)), _vms(_plan_ttl(480))
     assert a.keys() == b.keys() and a
+    section, key = IMMUTABLE.split(".")
     for name in a:
-        assert a[name]["osProfile"]["customData"] == b[name]["osProfile"]["customData"], name
+        assert a[name][section][key] == b[name][section][key], name
         assert a[name]["tags"][TAG] == str(240 * 60)
         assert b[name]["tags"][TAG] == str(480 * 60)
 
