@@ -125,7 +125,9 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
         if ctx.expires_at or expiry_tag(ctx)
         else "",
-        boot_lease_s=int(ctx.boot_lease_s) if ctx.boot_lease_s and ctx.expires_at else 0,
+        boot_lease_s=int(ctx.boot_lease_s)
+        if ctx.boot_lease_s and (ctx.expires_at or expiry_tag(ctx))
+        else 0,
         guest_files=(CLOUD_GUEST_FILES if ctx.host_private_key else OWN_KEY_GUEST_FILES).get(
             ctx.cloud, ()
         ),
@@ -140,10 +142,10 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
 TTL_ACTION: dict[str, str] = {"gcp": "gce-delete", "azure": "arm-delete"}
 
 # Clouds whose nodes read their hard expiry from their own instance tag (AWS: IMDS
-# tags/instance/<key>, components/aws/fleet.py), not from user data: a TTL change re-tags the
-# instance in place, where a user data change makes a new launch template version and a new
-# instance.
-EXPIRY_TAG: dict[str, str] = {"aws": "gpufleet-expires"}
+# tags/instance/<key>, components/aws/fleet.py; Azure: IMDS compute/tagsList), not from user
+# data: a TTL change re-tags the instance in place, where a user data change makes a new
+# launch template version and a new instance (Azure: customData is set only at creation).
+EXPIRY_TAG: dict[str, str] = {"aws": "gpufleet-expires", "azure": "gpufleet-expires"}
 
 
 def expiry_tag(ctx: BootstrapContext) -> str:

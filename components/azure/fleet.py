@@ -17,7 +17,7 @@ from gpufleet.components.azure.network import build_network, public_nic, vm_prof
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
-from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.fleet import GpufleetComponent, node_user_data
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
 
@@ -133,7 +133,9 @@ class GpuFleet(GpufleetComponent):
                     spec,
                     self.ssh_user,
                     self.keys.user.public_key_openssh,
-                    self.user_data(i, extra=deploy_env),
+                    # no expiry: the node reads it from its tag (EXPIRY_TAG), which a TTL
+                    # change updates in place; customData is set only at creation
+                    node_user_data(spec, self.ssh_user, self.keys, i, spec.nodes, None, deploy_env),
                     nic,
                     os_disk_name=os_disk_name(vm_name),
                 ),
