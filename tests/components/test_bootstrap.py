@@ -215,3 +215,28 @@ def test_cloud_init_schema_accepts_a_run_clusters_boot_lease(tmp_path):
     path.write_text(render_cloud_init(bootstrap.placeholder_context(spec, 0, EXPIRES)))
     r = schema_check(path)
     assert r.returncode == 0 and "Valid cloud-config" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("stack", ["aws-p5", "gcp-a3", "azure-nd-h100"])
+def test_every_clouds_run_nodes_arm_the_boot_lease_through_the_real_fleet(stack):
+    """The boot lease as each cloud's GpuFleet renders it, not a hand-made context: AWS and Azure
+    nodes read their expiry from a tag and carry none in user data, which once left their `run`
+    nodes without a boot lease (issue 19 merge); a stack (`up`) has none."""
+    from gpufleet.components.preview import evaluate
+    from gpufleet.jobs.run import BOOT_LEASE_MINUTES, with_boot_lease
+    from tests.components.test_host_key_channels import user_data_texts
+
+    raw = stackconfig.stack_config(stack)
+    plain = stackconfig.spec_from_config(raw, stack=stack)
+    for spec, armed in ((with_boot_lease(plain), True), (plain, False)):
+        p = evaluate(
+            lambda s=spec: stackconfig.exports(stackconfig.build(s, expires_at=1_900_000_000)),
+            config=stackconfig.pulumi_config(raw),
+            stack=stack,
+        )
+        texts = user_data_texts(p)
+        assert texts
+        for t in texts:
+            assert ("gpufleet-boot-lease" in t) == armed, (stack, armed)
+            if armed:
+                assert f"+ {BOOT_LEASE_MINUTES * 60} ))" in t
