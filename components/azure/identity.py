@@ -21,19 +21,32 @@ NODE_ACTIONS = (
 )
 
 
-def node_role(name: str, rg: Any, opts: pulumi.ResourceOptions) -> Any:
-    """The cluster's custom role, defined on (and assignable only within) its resource group;
-    each node gets it on its own VM, NIC and OS disk, never on the group."""
+def _group_role(
+    name: str, kind: str, what: str, actions: tuple[str, ...], rg: Any, opts: Any
+) -> Any:
+    """A custom role defined on (and assignable only within) the cluster's resource group."""
     return az.authorization.RoleDefinition(
-        f"{name}-node-role",
-        role_name=pulumi.Output.concat("gpufleet node self-delete (", rg.name, ")"),
-        description="A gpufleet node may read, deallocate and delete its own VM, NIC and disk",
+        f"{name}-{kind}-role",
+        role_name=pulumi.Output.concat(f"gpufleet {what} (", rg.name, ")"),
+        description=f"A gpufleet node may {DESCRIPTIONS[kind]}",
         role_type="CustomRole",
         scope=rg.id,
         assignable_scopes=[rg.id],
-        permissions=[az.authorization.PermissionArgs(actions=list(NODE_ACTIONS))],
+        permissions=[az.authorization.PermissionArgs(actions=list(actions))],
         opts=opts,
     )
+
+
+DESCRIPTIONS = {
+    "node": "read, deallocate and delete its own VM, NIC and disk",
+    "deallocate": "deallocate the cluster's VMs (its expiry's fallback)",
+}
+
+
+def node_role(name: str, rg: Any, opts: pulumi.ResourceOptions) -> Any:
+    """The cluster's custom role, defined on (and assignable only within) its resource group;
+    each node gets it on its own VM, NIC and OS disk, never on the group."""
+    return _group_role(name, "node", "node self-delete", NODE_ACTIONS, rg, opts)
 
 
 # The self-delete's fallback (gpufleet-expire): POST .../deallocate. Assigned on the resource
@@ -48,13 +61,4 @@ DEALLOCATE_ACTIONS = (
 def deallocate_role(name: str, rg: Any, opts: pulumi.ResourceOptions) -> Any:
     """The cluster's deallocate-only role, assigned to every node on the whole group: a node
     may deallocate (never delete, run commands on or resize) its neighbours too."""
-    return az.authorization.RoleDefinition(
-        f"{name}-deallocate-role",
-        role_name=pulumi.Output.concat("gpufleet node deallocate (", rg.name, ")"),
-        description="A gpufleet node may deallocate the cluster's VMs (its expiry's fallback)",
-        role_type="CustomRole",
-        scope=rg.id,
-        assignable_scopes=[rg.id],
-        permissions=[az.authorization.PermissionArgs(actions=list(DEALLOCATE_ACTIONS))],
-        opts=opts,
-    )
+    return _group_role(name, "deallocate", "node deallocate", DEALLOCATE_ACTIONS, rg, opts)

@@ -117,6 +117,20 @@ def new_table(columns: tuple[str, ...], title: str | None = None) -> Any:
     return t
 
 
+def print_resources(title: str, resources: list[dict]) -> Any:
+    """A plan's resources (type, name, key inputs) as a table on the console; the console."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("type", "name", "key inputs"):
+        table.add_column(col, overflow="fold")
+    for r in resources:
+        table.add_row(r["type"], r["name"], r["summary"])
+    out = console()
+    out.print(table)
+    return out
+
+
 def print_json(data: Any) -> None:
     """One JSON document on stdout (keys in the order built: the documented schema's)."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

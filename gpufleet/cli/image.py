@@ -95,17 +95,10 @@ def bake(
 
 
 def _print_plan(doc: dict) -> None:
-    from rich.table import Table
+    from gpufleet.cli.common import print_resources
 
-    from gpufleet.cli.common import console
-
-    table = Table(title=f"bake stack {doc['bake_stack']}: {len(doc['resources'])} resources")
-    for col in ("type", "name", "key inputs"):
-        table.add_column(col, overflow="fold")
-    for r in doc["resources"]:
-        table.add_row(r["type"], r["name"], r["summary"])
-    out = console()
-    out.print(table)
+    title = f"bake stack {doc['bake_stack']}: {len(doc['resources'])} resources"
+    out = print_resources(title, doc["resources"])
     price = f"${doc['price_per_hour']}/h" if doc["price_per_hour"] else "price unknown"
     out.print(f"builder {doc['builder_type']} ({price}), removed after the capture")
     out.print(f"builder expiry: {doc['expiry']}; then {doc['backstop']}")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli import completers
-from gpufleet.cli.common import console, print_json
+from gpufleet.cli.common import print_json, print_resources
 
 
 def plan(
@@ -77,15 +77,7 @@ def plan(
     if as_json:
         print_json(envelope("plan", **doc))
         return
-    from rich.table import Table
-
-    table = Table(title=f"stack {stack}: {len(doc['resources'])} resources")
-    for col in ("type", "name", "key inputs"):
-        table.add_column(col, overflow="fold")
-    for r in doc["resources"]:
-        table.add_row(r["type"], r["name"], r["summary"])
-    out = console()
-    out.print(table)
+    out = print_resources(f"stack {stack}: {len(doc['resources'])} resources", doc["resources"])
     out.print(
         f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
         f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
