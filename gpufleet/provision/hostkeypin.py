@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gpufleet.components.exitcodes import ExitCode
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 ENV = "GPUFLEET_HOST_KEYS"
 CALL_S = 60.0  # one call of the cloud's CLI
 POLL_S = 10.0
+CALLS_AT_ONCE = 16  # cloud CLI processes in flight at once, per poll round
 
 
 class HostKeysUnpublished(GpufleetError):
@@ -89,10 +91,11 @@ def read_keys(
     last: dict[str, str] = {}  # node -> why it has no key yet
     progress(f"reading {len(at)} nodes' host keys from {ch.what}")
     while True:
-        for name, ref in at.items():
-            if name in found:
-                continue
-            ok, out = call(ch.command(ref))
+        pending = [(n, ref) for n, ref in at.items() if n not in found]
+        # One cloud CLI call per node, a second or two each: a round asks them all at once.
+        with ThreadPoolExecutor(max_workers=min(CALLS_AT_ONCE, len(pending))) as pool:
+            answers = list(pool.map(lambda item: call(ch.command(item[1])), pending))
+        for (name, _ref), (ok, out) in zip(pending, answers, strict=True):
             key = pinned_key(ch.parse(out)) if ok else None
             if key:
                 found[name] = key

@@ -183,7 +183,27 @@ def test_read_keys_asks_until_every_node_published():
     }
     got = hostkeypin.read_keys("aws", at, lambda m: None, 600, call=call, sleep=lambda s: None)
     assert got == {"node-0": ED, "node-1": ED}
-    assert calls == ["node-0", "node-1", "node-0"]
+    # the first round asks both nodes (at once: in either order), the second only node-0
+    assert sorted(calls[:2]) == ["node-0", "node-1"] and calls[2:] == ["node-0"]
+
+
+def test_a_poll_round_asks_every_node_at_once():
+    """Each cloud CLI call takes a second or two: a round over N nodes must not take N of them.
+    The fake call returns only once both nodes' calls are in flight together."""
+    import threading
+
+    both = threading.Barrier(2, timeout=10)
+
+    def call(argv):
+        both.wait()  # raises BrokenBarrierError when the calls run one after another
+        return True, EC2_CONSOLE
+
+    at = {
+        "node-0": "arn:aws:ec2:us-east-1:1:instance/i-00000000000000000",
+        "node-1": "arn:aws:ec2:us-east-1:1:instance/i-00000000000000001",
+    }
+    got = hostkeypin.read_keys("aws", at, lambda m: None, 600, call=call, sleep=lambda s: None)
+    assert got == {"node-0": ED, "node-1": ED}
 
 
 def test_read_keys_gives_up_at_the_deadline_naming_the_fallback():
