@@ -1,9 +1,10 @@
-"""What every cloud's GpuFleet shares: type token, tags, keys, per-node cloud-init, outputs."""
+"""What every cloud's fleet component shares: type token, tags, keys, cloud-init, outputs."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Pulumi's schema analyzer reads the output
+# annotations below at run time (pulumi.provider.experimental.analyzer).
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 
@@ -81,24 +82,61 @@ def node_user_data(
     )
 
 
-class GpufleetComponent(pulumi.ComponentResource):
-    """Base of `gpufleet:<cloud>:GpuFleet`; subclasses build network and nodes, then finish()."""
+# The package's type tokens live in its `index` module, one class name per cloud
+# (`gpufleet:index:AwsGpuFleet`); stacks made before the package know the old token.
+PACKAGE = "gpufleet"
 
-    cloud: str = ""
+
+def type_token(class_name: str) -> str:
+    return f"{PACKAGE}:index:{class_name}"
+
+
+def legacy_type_token(cloud: str) -> str:
+    return f"{PACKAGE}:{cloud}:GpuFleet"
+
+
+class GpufleetComponent(pulumi.ComponentResource):
+    """Base of each cloud's fleet; subclasses build network and nodes, then finish()."""
+
+    _cloud: ClassVar[str] = ""
+
+    cluster_name: pulumi.Output[str]
+    """The cluster's name (in every resource's tags)."""
+    cloud: pulumi.Output[str]
+    """aws, gcp or azure."""
+    instance_type: pulumi.Output[str]
+    """The nodes' instance type."""
+    fabric: pulumi.Output[str]
+    """The GPU network between nodes: efa, infiniband, gpudirect-tcpx(o) or none."""
+    ssh_user: pulumi.Output[str]
+    """The login user on every node."""
+    ssh_private_key: pulumi.Output[str]
+    """The cluster's SSH user key, OpenSSH PEM (secret)."""
+    nodes: pulumi.Output[list[dict[str, Any]]]
+    """Head first: name, private_ip, public_ip (none: reached through the head), gpus,
+    host_key, instance_id[, host_key_at]."""
+    known_hosts: pulumi.Output[str]
+    """known_hosts lines pinning the bootstrap host keys (empty where nodes publish their own)."""
+    expires_at: pulumi.Output[int]
+    """Epoch seconds the nodes remove themselves at."""
 
     def __init__(
         self,
         name: str,
         spec: ClusterSpec,
         opts: pulumi.ResourceOptions | None = None,
-        *,
-        expires_at: int | None = None,
     ):
-        super().__init__(f"gpufleet:{self.cloud}:GpuFleet", name, None, opts)
+        alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=legacy_type_token(self._cloud))])
+        super().__init__(
+            type_token(type(self).__name__),
+            name,
+            None,
+            pulumi.ResourceOptions.merge(opts, alias),
+        )
         self.spec = spec
-        fixed = expires_at if expires_at is not None else spec.expires_at
+        fixed = spec.expires_at
         if fixed is not None:
-            self.expires_at: pulumi.Output[int] = pulumi.Output.from_input(int(fixed))
+            self.expires_at = pulumi.Output.from_input(int(fixed))
         else:
             # Never the clock of this program run: a re-apply would change every node's user
             # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
@@ -107,7 +145,7 @@ class GpufleetComponent(pulumi.ComponentResource):
             expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
             self.expires_at = expiry.expires_at
         self.tags = fleet_tags(spec, self.expires_at)
-        self.ssh_user = spec.effective_ssh_user or "gpufleet"
+        self.login_user = spec.effective_ssh_user or "gpufleet"
         # The nodes make their own host keys where the cloud publishes them (no private key in
         # user data); config gpufleet:bootstrapHostKeys asks for the bootstrap-key path instead.
         self.own_host_keys = HOST_KEY_CHANNEL.get(spec.cloud) is not None and not pulumi.Config(
@@ -124,7 +162,7 @@ class GpufleetComponent(pulumi.ComponentResource):
     ) -> pulumi.Output[str]:
         """Node `index`'s cloud-init text (plain; encode per cloud); `extra` lands in its env."""
         return node_user_data(
-            self.spec, self.ssh_user, self.keys, index, self.spec.nodes, self.expires_at, extra
+            self.spec, self.login_user, self.keys, index, self.spec.nodes, self.expires_at, extra
         )
 
     def finish(self, nodes: list[dict[str, Any]]) -> None:
@@ -161,7 +199,7 @@ class GpufleetComponent(pulumi.ComponentResource):
             "cloud": spec.cloud,
             "instance_type": spec.instance_type,
             "fabric": spec.fabric,
-            "ssh_user": self.ssh_user,
+            "ssh_user": self.login_user,
             "ssh_private_key": pulumi.Output.secret(self.keys.user.private_key_openssh),
             "nodes": all_nodes,
             "known_hosts": all_nodes.apply(lambda ns: known_hosts_lines(list(ns))),

@@ -25,12 +25,23 @@ class PlannedResource:
     retain_on_delete: bool = False
     replace_on_changes: list[str] = field(default_factory=list)  # inputs replaced, not updated
     delete_before_replace: bool = False
+    provider: str | None = None  # the explicit provider's name; None: the default provider
+
+
+@dataclass
+class PlannedCall:
+    """One invoke (a data lookup) the program made, and the provider it asked."""
+
+    token: str
+    args: dict[str, Any]
+    provider: str | None = None  # the explicit provider's name; None: the default provider
 
 
 @dataclass
 class Plan:
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    calls: list[PlannedCall] = field(default_factory=list)
 
     def of_type(self, typ: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == typ]
@@ -77,7 +88,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
         # A dynamic resource's `__provider` is its pickled code, not something a cloud receives.
         inputs = {k: v for k, v in dict(args.inputs).items() if k != "__provider"}
-        self.plan.resources.append(PlannedResource(args.typ, args.name, inputs))
+        self.plan.resources.append(
+            PlannedResource(args.typ, args.name, inputs, provider=_provider_name(args.provider))
+        )
         outputs = dict(args.inputs)
         outputs.update(expiry_outputs(args.typ, inputs) or {})
         if args.typ == "tls:index/privateKey:PrivateKey":
@@ -94,6 +107,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return [f"{args.name}-id", outputs]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        self.plan.calls.append(
+            PlannedCall(args.token, dict(args.args), _provider_name(args.provider))
+        )
         if self.account is not None:
             out = self.account.call(args.token, dict(args.args))
             if out is not None:
@@ -107,6 +123,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
 def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
+
+
+def _provider_name(ref: str | None) -> str | None:
+    """A provider reference (`URN::id`) as the provider resource's name; None: a default
+    provider (Pulumi names those `default` or `default_<version>`)."""
+    if not ref:
+        return None
+    name = _urn_name(ref.rsplit("::", 1)[0])
+    return None if name == "default" or name.startswith("default_") else name
 
 
 class RecordingMonitor(MockMonitor):

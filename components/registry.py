@@ -17,10 +17,12 @@ _FLEETS = {
     "gcp": "gpufleet.components.gcp",
     "azure": "gpufleet.components.azure",
 }
+# Each cloud's component class (its package type token is gpufleet:index:<class>).
+FLEET_CLASSES = {"aws": "AwsGpuFleet", "gcp": "GcpGpuFleet", "azure": "AzureGpuFleet"}
 
 
 def fleet_class(cloud: str) -> Any:
-    """The GpuFleet ComponentResource class for a cloud; imports that cloud's SDK only."""
+    """The fleet ComponentResource class for a cloud; imports that cloud's SDK only."""
     if cloud not in _FLEETS:
         from gpufleet.components.errors import GpufleetError
 
@@ -32,7 +34,7 @@ def fleet_class(cloud: str) -> Any:
     from gpufleet.components.errors import cloud_sdk
 
     with cloud_sdk(cloud):
-        return importlib.import_module(_FLEETS[cloud]).GpuFleet
+        return getattr(importlib.import_module(_FLEETS[cloud]), FLEET_CLASSES[cloud])
 
 
 def spec_rules(spec: ClusterSpec) -> None:

@@ -157,10 +157,13 @@ def pulumi_config(config: dict[str, Any]) -> dict[str, str]:
 
 
 def build(spec: ClusterSpec, *, expires_at: int | None = None) -> Any:
-    """Declare the spec's GpuFleet in the current Pulumi program and return it."""
+    """Declare the spec's fleet component in the current Pulumi program and return it."""
+    from gpufleet.components.fleetargs import args_from_spec
     from gpufleet.components.registry import fleet_class
 
-    return fleet_class(spec.cloud)(spec.name, spec, expires_at=expires_at)
+    if expires_at is not None:
+        spec = spec.with_(expires_at=expires_at)
+    return fleet_class(spec.cloud)(spec.name, args_from_spec(spec))
 
 
 def exports(fleet: Any) -> dict[str, Any]:

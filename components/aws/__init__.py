@@ -2,13 +2,17 @@
 
 from typing import Any
 
-__all__ = ["GpuFleet"]
+__all__ = ["AwsGpuFleet", "AwsGpuFleetArgs"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: components.aws.rules (spec checks) must not import the AWS SDK.
-    if name == "GpuFleet":
-        from gpufleet.components.aws.fleet import GpuFleet
+    if name == "AwsGpuFleet":
+        from gpufleet.components.aws.fleet import AwsGpuFleet
 
-        return GpuFleet
+        return AwsGpuFleet
+    if name == "AwsGpuFleetArgs":
+        from gpufleet.components.aws.args import AwsGpuFleetArgs
+
+        return AwsGpuFleetArgs
     raise AttributeError(name)

@@ -1,26 +1,24 @@
-"""`gpufleet:aws:GpuFleet`: EFA launch templates, instances in a cluster placement group."""
-
-from __future__ import annotations
+"""`gpufleet:index:AwsGpuFleet`: EFA launch templates, instances in a cluster placement group."""
 
 import base64
 import gzip
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.components.aws.args import AwsGpuFleetArgs
 from gpufleet.components.aws.backstop import backstop_role, terminate_at_expiry
 from gpufleet.components.aws.network import aws_region, build_network
 from gpufleet.components.aws.offers import zone_fallback
 from gpufleet.components.bootstrap import EXPIRY_TAG
 from gpufleet.components.catalog import lookup
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
 from gpufleet.components.fleet import GpufleetComponent, node_user_data
+from gpufleet.components.fleetargs import spec_from_args
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
-
-if TYPE_CHECKING:
-    from gpufleet.components.clusterspec import ClusterSpec
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), latest (facts §1.6). The name
 # follows AWS's rule (DLAMI name minus "deep", "learning", "ami") and is the one public IaC uses.
@@ -190,12 +188,15 @@ def head_interface(name: str, net: Any, tags: dict[str, Any], opts: Any) -> Any:
     )
 
 
-class GpuFleet(GpufleetComponent):
-    cloud = "aws"
+class AwsGpuFleet(GpufleetComponent):
+    """A GPU fleet on AWS: nodes, network, expiry backstop, and the outputs to reach them."""
+
+    _cloud = "aws"
 
     def __init__(
-        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
-    ):
+        self, name: str, args: AwsGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = spec_from_args(self._cloud, name, args)
         if not spec.ssh_cidrs:  # the CLI fills in the caller's /32; a bare stack must name one
             raise SpecError(
                 "ssh_cidrs",
@@ -204,13 +205,13 @@ class GpuFleet(GpufleetComponent):
             )
         it = lookup("aws", spec.instance_type or "")
         # Before anything is registered: a region or zone without the type fails here.
-        offered = offer_check(self.cloud)(spec, it.name)
+        offered = offer_check(self._cloud)(spec, it.name)
         zone, self.availability = offered.zone, offered.availability
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
         self.checks = run_validators(spec, it)
         assert zone is not None  # EC2's check always picks the zone
         self.zone_fallback = zone_fallback(spec, it.name)
-        super().__init__(name, spec, opts, **kw)
+        super().__init__(name, spec, opts)
         tags = self.tags
         child = self.child()
         net = build_network(name, spec, tags, child, zone)
@@ -273,9 +274,9 @@ class GpuFleet(GpufleetComponent):
                 instance_market_options=market,
                 # The node's TTL timer powers it off; AWS then terminates it (facts §1.9).
                 instance_initiated_shutdown_behavior="terminate",
-                user_data=node_user_data(spec, self.ssh_user, self.keys, i, spec.nodes, None).apply(
-                    encode_user_data
-                ),
+                user_data=node_user_data(
+                    spec, self.login_user, self.keys, i, spec.nodes, None
+                ).apply(encode_user_data),
                 tag_specifications=[
                     aws.ec2.LaunchTemplateTagSpecificationArgs(
                         resource_type=kind, tags={**launch_tags, "Name": f"{name}-node-{i}"}

@@ -15,13 +15,17 @@ The resource group, network and public IPs remain until `gpufleet down`.
 
 from typing import Any
 
-__all__ = ["GpuFleet"]
+__all__ = ["AzureGpuFleet", "AzureGpuFleetArgs"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: components.azure.rules (spec checks) must not import the Azure SDK.
-    if name == "GpuFleet":
-        from gpufleet.components.azure.fleet import GpuFleet
+    if name == "AzureGpuFleet":
+        from gpufleet.components.azure.fleet import AzureGpuFleet
 
-        return GpuFleet
+        return AzureGpuFleet
+    if name == "AzureGpuFleetArgs":
+        from gpufleet.components.azure.args import AzureGpuFleetArgs
+
+        return AzureGpuFleetArgs
     raise AttributeError(name)

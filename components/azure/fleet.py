@@ -1,12 +1,11 @@
-"""`gpufleet:azure:GpuFleet`: VMs in one availability set + proximity group, accelerated NICs."""
+"""`gpufleet:index:AzureGpuFleet`: VMs in one availability set + proximity group, fast NICs."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as az
 
+from gpufleet.components.azure.args import AzureGpuFleetArgs
 from gpufleet.components.azure.backstop import (
     absolute_backstop,
     auto_shutdown,
@@ -18,11 +17,9 @@ from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent, node_user_data
+from gpufleet.components.fleetargs import spec_from_args
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
-
-if TYPE_CHECKING:
-    from gpufleet.components.clusterspec import ClusterSpec
 
 # Immutable on an existing VM: ARM refuses a change with 409 (PropertyChangeNotAllowed), so a
 # plain `pulumi up` after a TTL, recipe or image change replaces the VM instead, deleting the
@@ -35,20 +32,23 @@ def os_disk_name(vm_name: str) -> str:
     return f"{vm_name}-osdisk"
 
 
-class GpuFleet(GpufleetComponent):
-    cloud = "azure"
+class AzureGpuFleet(GpufleetComponent):
+    """A GPU fleet on Azure: nodes, network, expiry backstop, and the outputs to reach them."""
+
+    _cloud = "azure"
 
     def __init__(
-        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
-    ):
+        self, name: str, args: AzureGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = spec_from_args(self._cloud, name, args)
         it = lookup("azure", spec.instance_type or "")
         check_spec(spec)
         # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
         # after the resource group, network, identities and role assignments exist.
-        self.availability = offer_check(self.cloud)(spec, it.name).availability
+        self.availability = offer_check(self._cloud)(spec, it.name).availability
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
         self.checks = run_validators(spec, it)
-        super().__init__(name, spec, opts, **kw)
+        super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags
         net = build_network(name, spec, tags, child)
@@ -131,11 +131,13 @@ class GpuFleet(GpufleetComponent):
                     vm_name,
                     it.name,
                     spec,
-                    self.ssh_user,
+                    self.login_user,
                     self.keys.user.public_key_openssh,
                     # no expiry: the node reads it from its tag (EXPIRY_TAG), which a TTL
                     # change updates in place; customData is set only at creation
-                    node_user_data(spec, self.ssh_user, self.keys, i, spec.nodes, None, deploy_env),
+                    node_user_data(
+                        spec, self.login_user, self.keys, i, spec.nodes, None, deploy_env
+                    ),
                     nic,
                     os_disk_name=os_disk_name(vm_name),
                 ),

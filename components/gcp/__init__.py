@@ -8,13 +8,17 @@ cluster's instances; it never powers off (a stopped VM loses its termination tim
 
 from typing import Any
 
-__all__ = ["GpuFleet"]
+__all__ = ["GcpGpuFleet", "GcpGpuFleetArgs"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: components.gcp.rules (spec checks) must not import the GCP SDK.
-    if name == "GpuFleet":
-        from gpufleet.components.gcp.fleet import GpuFleet
+    if name == "GcpGpuFleet":
+        from gpufleet.components.gcp.fleet import GcpGpuFleet
 
-        return GpuFleet
+        return GcpGpuFleet
+    if name == "GcpGpuFleetArgs":
+        from gpufleet.components.gcp.args import GcpGpuFleetArgs
+
+        return GcpGpuFleetArgs
     raise AttributeError(name)

@@ -1,14 +1,15 @@
-"""`gpufleet:gcp:GpuFleet`: GPU VMs with TERMINATE maintenance, gVNIC and one compact policy."""
+"""`gpufleet:index:GcpGpuFleet`: GPU VMs, TERMINATE on maintenance, gVNIC, one compact policy."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.components.catalog import lookup
+from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.fleet import GpufleetComponent
+from gpufleet.components.fleetargs import spec_from_args
+from gpufleet.components.gcp.args import GcpGpuFleetArgs
 from gpufleet.components.gcp.identity import SharedIdentity
 from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
 from gpufleet.components.gcp.rules import (
@@ -21,9 +22,6 @@ from gpufleet.components.gcp.rules import (
 )
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
-
-if TYPE_CHECKING:
-    from gpufleet.components.clusterspec import ClusterSpec
 
 
 def scheduling(spec: ClusterSpec, expires_at: pulumi.Input[float]) -> Any:
@@ -58,19 +56,22 @@ def reservation_affinity(name: str | None) -> Any:
     )
 
 
-class GpuFleet(GpufleetComponent):
-    cloud = "gcp"
+class GcpGpuFleet(GpufleetComponent):
+    """A GPU fleet on GCP: nodes, network, expiry backstop, and the outputs to reach them."""
+
+    _cloud = "gcp"
 
     def __init__(
-        self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None, **kw
-    ):
+        self, name: str, args: GcpGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = spec_from_args(self._cloud, name, args)
         check_spec(spec)
         it = lookup("gcp", spec.instance_type or "")
         # Before anything is registered: a zone without the machine type fails here.
-        self.availability = offer_check(self.cloud)(spec, it.name).availability
+        self.availability = offer_check(self._cloud)(spec, it.name).availability
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
         self.checks = run_validators(spec, it)
-        super().__init__(name, spec, opts, **kw)
+        super().__init__(name, spec, opts)
         child = self.child()
         zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)
@@ -104,7 +105,9 @@ class GpuFleet(GpufleetComponent):
         # change and replace the VM on the next apply (Cluster Toolkit sets local_ssd_count: 16
         # for A3); the recipe mounts them as one RAID0 (images/steps/45-local-ssd.sh).
         scratch = [gcp.compute.InstanceScratchDiskArgs(interface="NVME")] * it.local_ssds or None
-        ssh_key = self.keys.user.public_key_openssh.apply(lambda k: f"{self.ssh_user}:{k.strip()}")
+        ssh_key = self.keys.user.public_key_openssh.apply(
+            lambda k: f"{self.login_user}:{k.strip()}"
+        )
         self_delete = SharedIdentity(name, child)
         # The expiry label stays on the instance (labels update in place) and off the boot disk:
         # it changes with every TTL change, and boot disk labels force a new VM in providers

@@ -6,6 +6,7 @@ import pytest
 
 from gpufleet.components import stackconfig
 from gpufleet.components.contract import OUTPUT_NAMES
+from gpufleet.components.registry import FLEET_CLASSES
 from tests.components.stackplans import assert_contract, plan
 
 STACKS = stackconfig.stack_names()
@@ -22,7 +23,7 @@ def test_the_ready_stacks_exist():
 def test_stack_plans_with_the_shared_contract(stack):
     spec = stackconfig.spec_from_stack(stack)
     p = plan(stack)
-    assert p.one(f"gpufleet:{spec.cloud}:GpuFleet").name == stack
+    assert p.one(f"gpufleet:index:{FLEET_CLASSES[spec.cloud]}").name == stack
     assert tuple(p.outputs) == OUTPUT_NAMES
     assert_contract(p, spec.nodes)
 

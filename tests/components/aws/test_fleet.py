@@ -27,7 +27,7 @@ SUBNET = "aws:ec2/subnet:Subnet"
 UNTAGGABLE = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
     "tls:index/privateKey:PrivateKey",
-    "gpufleet:aws:GpuFleet",
+    "gpufleet:index:AwsGpuFleet",
     "aws:iam/rolePolicy:RolePolicy",
     "aws:scheduler/schedule:Schedule",  # EventBridge Scheduler schedules take no tags
 }

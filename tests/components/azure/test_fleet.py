@@ -18,7 +18,7 @@ from tests.components.stackplans import assert_contract, plan, tagged_with_clust
 VM = "azure-native:compute:VirtualMachine"
 UNTAGGABLE = {
     "tls:index/privateKey:PrivateKey",
-    "gpufleet:azure:GpuFleet",
+    "gpufleet:index:AzureGpuFleet",
     "azure-native:network:Subnet",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
