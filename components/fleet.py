@@ -16,6 +16,7 @@ from gpufleet.components.bootstrap import (
 )
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
+from gpufleet.components.errors import SpecError
 from gpufleet.components.keys import cluster_keys
 
 
@@ -99,6 +100,7 @@ class GpufleetComponent(pulumi.ComponentResource):
     """Base of each cloud's fleet; subclasses build network and nodes, then finish()."""
 
     _cloud: ClassVar[str] = ""
+    _refusal: SpecError | None = None  # set when the program refuses an expired fleet
 
     cluster_name: pulumi.Output[str]
     """The cluster's name (in every resource's tags)."""
@@ -134,16 +136,7 @@ class GpufleetComponent(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(opts, alias),
         )
         self.spec = spec
-        fixed = spec.expires_at
-        if fixed is not None:
-            self.expires_at = pulumi.Output.from_input(int(fixed))
-        else:
-            # Never the clock of this program run: a re-apply would change every node's user
-            # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
-            from gpufleet.components.expiry import Expiry
-
-            expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
-            self.expires_at = expiry.expires_at
+        self.expires_at = self._expiry(name, spec)
         self.tags = fleet_tags(spec, self.expires_at)
         self.login_user = spec.effective_ssh_user or "gpufleet"
         # The nodes make their own host keys where the cloud publishes them (no private key in
@@ -152,6 +145,33 @@ class GpufleetComponent(pulumi.ComponentResource):
             "gpufleet"
         ).get_bool("bootstrapHostKeys")
         self.keys = cluster_keys(name, spec.nodes, self, host_keys=not self.own_host_keys)
+
+    def _expiry(self, name: str, spec: ClusterSpec) -> pulumi.Output[int]:
+        """The nodes' expiry; refused once past, since every fleet creates or keeps nodes
+        (nodes >= 1): after expiry `pulumi up --refresh` finds the instances gone, and this
+        program would otherwise create them again, only for them to remove themselves."""
+        from gpufleet.components.expiry import Expiry, refuse_expired
+
+        fixed = spec.expires_at
+        if fixed is not None:  # plain input: refused before any child is registered
+            return pulumi.Output.from_input(refuse_expired(spec.name, None, int(fixed)))
+        # Never the clock of this program run: a re-apply would change every node's user
+        # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
+        expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
+
+        def checked(v: list[Any]) -> int:
+            # Known from the state on a re-apply (also in preview); unknown on a first
+            # create, where this never runs. Every tag and user data waits on it, so a
+            # refusal registers no node.
+            try:
+                return refuse_expired(spec.name, v[0], int(v[1]))
+            except SpecError as e:
+                self._refusal = e  # the Automation API's caller raises it as itself
+                # a plain `pulumi up` shows this diagnostic; the CLI gets the SpecError
+                pulumi.log.error(f"{e}\n  fix: {e.hint}", resource=self)
+                raise
+
+        return pulumi.Output.all(expiry.created_at, expiry.expires_at).apply(checked)
 
     def child(self, **kw: Any) -> pulumi.ResourceOptions:
         """Options for a child resource: parented to this component."""
