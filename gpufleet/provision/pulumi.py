@@ -254,8 +254,21 @@ class PulumiProvisioner:
         )
         progress(f"pulumi up: stack {spec.name} ({backend_url(self.backend)})")
         try:
-            result = stack.up(on_output=_progress_lines(progress), color="never")
+            # refresh first: over a stack whose nodes removed themselves at expiry, the
+            # program then sees them gone and refuses to create them again (nothing to
+            # refresh in a new stack)
+            result = stack.up(on_output=_progress_lines(progress), color="never", refresh=True)
         except BaseException as e:
+            expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
+            if expired is not None:
+                # the stack predates this `up`: left as it is, and said how to remove it
+                raise SpecError(
+                    expired.field,
+                    f"{expired.problem} (stack {spec.name} in {backend_url(self.backend)}, "
+                    "left from an earlier `up`)",
+                    "remove that stack with `gpufleet sweep` (it destroys stacks past their "
+                    "expiry), or pass another --ttl (after expiry a new TTL counts from now)",
+                ) from e
             progress(
                 "refused before anything was created: removing the empty stack"
                 if refused
@@ -312,7 +325,9 @@ class PulumiProvisioner:
         )
 
     def _destroy(self, stack: Any, progress: Progress) -> None:
-        stack.destroy(on_output=_progress_lines(progress), color="never")
+        # refresh first: nodes that removed themselves at expiry drop out of the state
+        # instead of being deleted again
+        stack.destroy(on_output=_progress_lines(progress), color="never", refresh=True)
         stack.workspace.remove_stack(stack.name)
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
