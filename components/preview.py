@@ -114,11 +114,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
             out = self.account.call(args.token, dict(args.args))
             if out is not None:
                 return out
+        provider = self.provider_inputs(args.provider)
         for m in self.clouds:
-            out = m.fake_call(args.token, dict(args.args))
+            # A cloud's mocks may answer from the explicit provider's inputs (its region).
+            asked = getattr(m, "fake_provider_call", None)
+            out = asked(args.token, dict(args.args), provider) if asked else None
+            if out is None:
+                out = m.fake_call(args.token, dict(args.args))
             if out is not None:
                 return out
         return {}
+
+    def provider_inputs(self, ref: str | None) -> dict[str, Any] | None:
+        """The inputs of the explicit provider `ref` names, as registered; None: a default."""
+        name = _provider_name(ref)
+        for r in self.plan.resources:
+            if r.name == name and r.type.startswith("pulumi:providers:"):
+                return r.inputs
+        return None
 
 
 def _urn_name(urn: str) -> str:
