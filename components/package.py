@@ -1,6 +1,7 @@
 """The three fleets as one Pulumi component package (`gpufleet`), for every Pulumi language."""
 
 import ast
+import functools
 import inspect
 import json
 import sys
@@ -9,7 +10,7 @@ import typing
 from typing import Any
 
 import pulumi
-from pulumi.provider.experimental.analyzer import ComponentDefinition
+from pulumi.provider.experimental.analyzer import ComponentDefinition, TypeDefinition
 from pulumi.provider.experimental.component import ComponentProvider
 
 from gpufleet.components.fleet import PACKAGE
@@ -64,12 +65,16 @@ class FleetProvider(ComponentProvider):
             type_def = self.get_type_definition(item)
             if type_def is not None and not type_def.enum:
                 state[name] = pulumi.Output.from_input(state[name]).apply(
-                    lambda values, t=type_def: [self.map_complex_output(v, t) for v in values]
+                    functools.partial(self._map_items, type_def)
                 )
         for name, py_name in component_def.outputs_mapping.items():
             if py_name in SECRET_OUTPUTS and name in state:
                 state[name] = pulumi.Output.secret(state[name])
         return state
+
+    def _map_items(self, type_def: TypeDefinition, values: list[Any]) -> list[Any]:
+        """Each object of a list output under its schema names."""
+        return [self.map_complex_output(v, type_def) for v in values]
 
 
 def lineage(cls: type) -> list[type]:
