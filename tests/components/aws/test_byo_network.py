@@ -130,6 +130,7 @@ def test_the_plain_subnet_id_of_the_stacks_still_works():
     ("args", "field", "says"),
     [
         (lambda: {"vpc_id": program_vpc()[0].id}, "subnet_ids", "vpc_id alone"),
+        (lambda: {"vpc_id": "vpc-0abc"}, "subnet_ids", "vpc_id alone"),  # main made a VPC
         (lambda: {"subnet_ids": [program_vpc()[1].id]}, "vpc_id", "without the VPC"),
         (lambda: {"extra_security_group_ids": [program_vpc()[2].id]}, "vpc_id", "belong to a VPC"),
         (lambda: {"vpc_id": "vpc-1", "subnet_ids": program_vpc()[1].id}, "subnet_ids", "a list"),
