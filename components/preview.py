@@ -114,11 +114,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
             out = self.account.call(args.token, dict(args.args))
             if out is not None:
                 return out
+        provider = self._provider_inputs(args.provider)
         for m in self.clouds:
-            out = m.fake_call(args.token, dict(args.args))
+            # A cloud's answer that depends on the provider asked (e.g. its region).
+            per_provider = getattr(m, "fake_provider_call", None)
+            out = per_provider(args.token, dict(args.args), provider) if per_provider else None
+            if out is None:
+                out = m.fake_call(args.token, dict(args.args))
             if out is not None:
                 return out
         return {}
+
+    def _provider_inputs(self, ref: str | None) -> dict[str, Any] | None:
+        """The recorded inputs of the explicit provider an invoke asked; None: the default."""
+        name = _provider_name(ref)
+        if name is None:
+            return None
+        # URN: urn:pulumi:STACK::PROJECT::[PARENT-TYPE$]TYPE::NAME, then ::ID for a reference.
+        typ = (ref or "").split("::")[2].rsplit("$", 1)[-1]
+        for r in reversed(self.plan.resources):
+            if (r.type, r.name) == (typ, name):
+                return r.inputs
+        return None
 
 
 def _urn_name(urn: str) -> str:

@@ -104,7 +104,7 @@ def driven(gpufleet_home, monkeypatch):
     made: list[StateStack] = []
 
     def make(**state: Any) -> list[StateStack]:
-        def stack(_spec: Any, _backend: Any, program: Any = None) -> StateStack:
+        def stack(_spec: Any, _backend: Any, program: Any = None, **_kw: Any) -> StateStack:
             made.append(StateStack(program or (lambda: None), **state))
             return made[-1]
 
