@@ -23,7 +23,7 @@ from gpufleet.components.contract import CLUSTER_OUTPUTS, cluster_info_from_outp
 from gpufleet.components.errors import SpecError
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import state
-from gpufleet.core.errors import ClusterExists, GpufleetError, StateDamaged
+from gpufleet.core.errors import ClusterExists, GpufleetError, MissingTool, StateDamaged
 from gpufleet.provision import Progress, hostkeypin, traits
 
 ADOPTED = "adopted"  # key in ClusterInfo.provider: made by someone's own `pulumi up`
@@ -78,7 +78,14 @@ def read_stack_outputs(stack: str, cwd: str | None = None) -> dict[str, Any]:
     from gpufleet.components.errors import cloud_sdk
     from gpufleet.provision.pulumi import find_pulumi
 
-    find_pulumi()  # MissingTool, with how to install it
+    try:
+        find_pulumi()
+    except MissingTool as e:
+        raise MissingTool(
+            "pulumi",
+            f"{e.install}; or, where Pulumi runs, `{SHOW_SECRETS} > outputs.json` and "
+            "`gpufleet attach NAME --outputs outputs.json`",
+        ) from e
     with cloud_sdk(None):
         from pulumi import automation as auto
     ws = auto.LocalWorkspace(work_dir=cwd or os.getcwd())
@@ -184,7 +191,7 @@ def _record(
     progress: Progress,
     pin: dict[str, Any],
 ) -> ClusterInfo:
-    from gpufleet.clusters.ops import write_ssh_config
+    from gpufleet.remote import sshconfig
 
     d = state.cluster_dir(name)
     key, kh = d / "id_ed25519", d / "known_hosts"
@@ -207,7 +214,8 @@ def _record(
     info = info.model_copy(update={"name": name, "host_key_rotation": None})
     hostkeypin.pin_published(info, at, progress, traits(info.cloud).ssh_wait_s, **pin)
     state.save(info)
-    write_ssh_config(info)
+    # as ops.write_ssh_config writes it (ops imports this module for `down`)
+    state.write_private(d / sshconfig.FILE, sshconfig.render(info))
     progress(
         f"attached {len(info.nodes)} {info.cloud} nodes as cluster {name} "
         f"(head {info.head.public_ip or info.head.private_ip})"

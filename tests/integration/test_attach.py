@@ -158,7 +158,9 @@ def test_attach_a_plain_pulumi_fleet_then_exec_on_every_node(
     assert tuple(outputs) == OUTPUT_NAMES
     assert all(set(n) == NODE_KEYS for n in outputs["nodes"])
     out_file = tmp_path / "outputs.json"
-    out_file.write_text(json.dumps(outputs, indent=2))  # `pulumi stack output --json --show-secrets`
+    out_file.write_text(
+        json.dumps(outputs, indent=2)
+    )  # `pulumi stack output --json --show-secrets`
     monkeypatch.setenv("GPUFLEET_HOLDER", "0")  # each command connects itself: nothing lingers
 
     r = gpufleet(gpufleet_home, "status", NAME)
