@@ -96,3 +96,21 @@ def test_hostfile_slots_are_never_zero():
 
 def test_head_address_is_the_public_one():
     assert head_address(nodes()) == "203.0.113.10"
+
+
+def test_the_component_schema_lists_the_new_outputs_for_every_cloud():
+    """What TypeScript/Go/YAML programs see (`pulumi package add`): schema outputs."""
+    import json
+
+    from pulumi.provider.experimental.component import ComponentProvider
+
+    from gpufleet.components.aws.fleet import AwsGpuFleet
+    from gpufleet.components.azure.fleet import AzureGpuFleet
+    from gpufleet.components.gcp.fleet import GcpGpuFleet
+
+    classes = [AwsGpuFleet, GcpGpuFleet, AzureGpuFleet]
+    schema = json.loads(ComponentProvider(classes, "gpufleet").schema)
+    for cls in classes:
+        props = schema["resources"][f"gpufleet:index:{cls.__name__}"]["properties"]
+        for name in ("sshConfig", "hostfile", "headAddress"):
+            assert props[name]["type"] == "string", (cls.__name__, name)
