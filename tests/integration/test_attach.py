@@ -12,6 +12,7 @@ import getpass
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import time
@@ -162,6 +163,23 @@ def test_attach_a_plain_pulumi_fleet_then_exec_on_every_node(
         json.dumps(outputs, indent=2)
     )  # `pulumi stack output --json --show-secrets`
     monkeypatch.setenv("GPUFLEET_HOLDER", "0")  # each command connects itself: nothing lingers
+
+    # without gpufleet: the stack's own ssh_config output, with the key and host keys saved
+    # where its header says (~/.ssh here moved under tmp_path), reaches a worker via the head
+    if shutil.which("ssh"):
+        saved = tmp_path / "dot-ssh"
+        saved.mkdir()
+        (saved / f"gpufleet-{NAME}").write_text(outputs["ssh_private_key"])
+        (saved / f"gpufleet-{NAME}").chmod(0o600)
+        (saved / f"gpufleet-{NAME}.known_hosts").write_text(outputs["known_hosts"])
+        conf = tmp_path / "ssh_config"
+        conf.write_text(outputs["ssh_config"].replace("~/.ssh", str(saved)))
+        worker = f"{NAME}-node-{NODES - 1}"
+        plain = subprocess.run(
+            ["ssh", "-F", str(conf), "-o", "BatchMode=yes", worker, "echo $GPUFLEET_NODE"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert plain.stdout.strip() == f"node-{NODES - 1}", plain.stderr
 
     r = gpufleet(gpufleet_home, "status", NAME)
     assert r.returncode != 0 and "no cluster named" in r.stderr  # unknown before attach
