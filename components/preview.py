@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import inspect
 import re
 import zlib
 from collections.abc import Callable
@@ -115,10 +116,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
             if out is not None:
                 return out
         for m in self.clouds:
-            out = m.fake_call(args.token, dict(args.args))
+            # A cloud's fake_call with a `provider` parameter answers from the explicit
+            # provider's recorded inputs (its subscription, project), as that provider would.
+            takes = "provider" in inspect.signature(m.fake_call).parameters
+            extra = {"provider": self.provider_inputs(args.provider)} if takes else {}
+            out = m.fake_call(args.token, dict(args.args), **extra)
             if out is not None:
                 return out
         return {}
+
+    def provider_inputs(self, ref: str | None) -> dict[str, Any]:
+        """The recorded inputs of the explicit provider `ref` names; {}: a default provider."""
+        name = _provider_name(ref)
+        found = [
+            r
+            for r in self.plan.resources
+            if r.type.startswith("pulumi:providers:") and r.name == name
+        ]
+        return found[-1].inputs if name and found else {}
 
 
 def _urn_name(urn: str) -> str:

@@ -41,10 +41,14 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
     return None
 
 
-def fake_call(token: str, args: dict[str, Any]) -> dict | None:
+def fake_call(
+    token: str, args: dict[str, Any], provider: dict[str, Any] | None = None
+) -> dict | None:
+    """`provider`: the recorded inputs of the explicit provider asked ({}: the default one),
+    whose subscriptionId answers getClientConfig as the real provider would."""
     if token == "azure-native:authorization:getClientConfig":
         return {
-            "subscriptionId": FAKE_SUBSCRIPTION,
+            "subscriptionId": (provider or {}).get("subscriptionId") or FAKE_SUBSCRIPTION,
             "tenantId": "tenant",
             "clientId": "client",
             "objectId": "object",
