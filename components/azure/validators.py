@@ -148,6 +148,7 @@ def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
     location = spec.effective_region
     assert location is not None  # azure has a default region
     subscription, get = _arm()
+    held = own_vcpus(get, subscription, spec, location)
     usages = _pages(
         get,
         f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/"
@@ -155,7 +156,6 @@ def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
         f"for the vCPU quotas of {location}",
     )
     by_name = {_key((u.get("name") or {}).get("value", "")): u for u in usages}
-    held = own_vcpus(get, subscription, spec, location)
     need = spec.nodes * it.vcpus
     # "Azure Spot Virtual Machines will have a separate quota pool" (spot-vms FAQ).
     wanted = [SPOT] if spec.spot else [family(it.name), REGIONAL]
