@@ -304,3 +304,15 @@ def test_a_missing_vnet_or_another_subscriptions_subnet_is_refused():
     err, made = registered(plain_program([], other), account=vnet_answer())
     assert isinstance(err, AccountError) and "subscription 99999999" in err.problem
     assert made == []
+
+
+def test_the_stack_path_honours_subnet_id_and_makes_no_vnet():
+    """The CLI/ready-stack path (ClusterSpec -> stackconfig.build): main made a VNet anyway."""
+    from tests.components.stackplans import plan
+
+    p = plan("azure-nd-a100", subnet_id=MY_SUBNET)
+    assert not p.of_type("azure-native:network:VirtualNetwork")
+    assert not p.of_type("azure-native:network:Subnet")
+    assert not p.of_type("azure-native:network:NatGateway")
+    for nic in p.of_type("azure-native:network:NetworkInterface"):
+        assert [c["subnet"]["id"] for c in nic.inputs["ipConfigurations"]] == [MY_SUBNET]
