@@ -29,11 +29,13 @@ def _key(location: str) -> str:
 
 
 def provider_location(opts: pulumi.ResourceOptions | None) -> tuple[str, str] | None:
-    """(the provider's name, its location) of the explicit azure-native provider the fleet's
-    resources use; None with the default provider or a provider without a location."""
+    """(the provider's name, its location) of the azure-native provider the fleet's resources
+    use: the explicit one, else the default one's `azure-native:location` config; None where
+    it has no location."""
     provider = explicit_provider(opts, PACKAGE)
     if provider is None:
-        return None
+        default = pulumi.Config(PACKAGE).get("location")
+        return ("default", default) if default else None
     location = _plain(getattr(provider, "location", None))
     if location is None:
         return None

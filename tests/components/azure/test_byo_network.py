@@ -316,3 +316,21 @@ def test_the_stack_path_honours_subnet_id_and_makes_no_vnet():
     assert not p.of_type("azure-native:network:NatGateway")
     for nic in p.of_type("azure-native:network:NetworkInterface"):
         assert [c["subnet"]["id"] for c in nic.inputs["ipConfigurations"]] == [MY_SUBNET]
+
+
+def test_the_default_providers_location_config_is_the_region_too():
+    def run(region: str | None) -> Any:
+        def prog() -> dict[str, Any]:
+            args: dict[str, Any] = {"instance_type": SIZE, "expires_at": EXPIRES}
+            fleet = AzureGpuFleet("f", {**args, "ssh_cidrs": CIDRS, "region": region})
+            built.append(fleet)
+            return {}
+
+        return prog
+
+    built: list[Any] = []
+    evaluate(run(None), config={"azure-native:location": "westus3"})
+    assert built[0].spec.region == "westus3"
+    with pytest.raises(Exception) as e:
+        evaluate(run("eastus"), config={"azure-native:location": "westus3"})
+    assert "region: is eastus" in str(e.value)
