@@ -44,6 +44,11 @@ class Brought:
 def split_args(args: Any) -> tuple[dict[str, Any], Brought]:
     """(the args ClusterSpec takes, what the fleet brings): a plain subnet_id stays in the spec
     (the CLI path sets it there too); an Output one, and the other own ids, stay out."""
+    from gpufleet.components.clusterspec import ClusterSpec
+    from gpufleet.components.fleetargs import args_from_spec
+
+    if isinstance(args, ClusterSpec):
+        args = args_from_spec(args)
     plain = {k: v for k, v in dict(args or {}).items() if v is not None}
     own = {k: plain.pop(k) for k in OWN_INPUTS if k in plain}
     subnet = plain.get("subnet_id")

@@ -334,3 +334,31 @@ def test_the_default_providers_location_config_is_the_region_too():
     with pytest.raises(Exception) as e:
         evaluate(run("eastus"), config={"azure-native:location": "westus3"})
     assert "region: is eastus" in str(e.value)
+
+
+def shared_group(limit: int) -> FakeAccount:
+    """The user's group "net" holds the fleet's own VM (tagged with its cluster) and another
+    VM of the same family; the usages count both (96 vCPUs each, Virtual Machines - List:
+    tags, properties.hardwareProfile.vmSize)."""
+
+    def arm(url: str) -> dict[str, Any]:
+        group = f"https://management.azure.com/subscriptions/{SUB}/resourceGroups/net/"
+        if url.startswith(group + "providers/Microsoft.Compute/virtualMachines?"):
+            vm = {"properties": {"hardwareProfile": {"vmSize": SIZE}}}
+            return {"value": [{**vm, "tags": {"gpufleet-cluster": "fleet"}}, {**vm, "tags": {}}]}
+        if "/usages" in url:
+            name = {"value": "standardNDSH100v5Family", "localizedValue": "NDSH100v5 vCPUs"}
+            return {"value": [{"currentValue": 192, "limit": limit, "name": name}]}
+        return vnet_answer().arm(url)  # type: ignore[misc]
+
+    return FakeAccount(arm=arm)
+
+
+def test_in_a_shared_group_only_the_clusters_own_vms_are_credited_against_the_quota():
+    built: list[Any] = []
+    evaluate(plain_program(built), account=shared_group(limit=288))
+    quota = {c.fact: c for c in built[0].checks}["the vCPU quota covers the fleet"]
+    assert quota.status == "passed" and "192 free" in quota.detail
+    err, made = registered(plain_program([]), account=shared_group(limit=192))
+    assert isinstance(err, AccountError) and "96 of 192 vCPUs free" in err.problem
+    assert made == []
