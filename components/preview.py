@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import inspect
 import re
 import zlib
 from collections.abc import Callable
@@ -115,25 +114,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
             out = self.account.call(args.token, dict(args.args))
             if out is not None:
                 return out
+        provider = self._provider_inputs(args.provider)
         for m in self.clouds:
-            # A cloud's fake_call with a `provider` parameter answers from the explicit
-            # provider's recorded inputs (its subscription, project), as that provider would.
-            takes = "provider" in inspect.signature(m.fake_call).parameters
-            extra = {"provider": self.provider_inputs(args.provider)} if takes else {}
-            out = m.fake_call(args.token, dict(args.args), **extra)
+            # A cloud's answer that depends on the provider asked (e.g. its region).
+            per_provider = getattr(m, "fake_provider_call", None)
+            out = per_provider(args.token, dict(args.args), provider) if per_provider else None
+            if out is None:
+                out = m.fake_call(args.token, dict(args.args))
             if out is not None:
                 return out
         return {}
 
-    def provider_inputs(self, ref: str | None) -> dict[str, Any]:
-        """The recorded inputs of the explicit provider `ref` names; {}: a default provider."""
+    def _provider_inputs(self, ref: str | None) -> dict[str, Any] | None:
+        """The recorded inputs of the explicit provider an invoke asked; None: the default."""
         name = _provider_name(ref)
-        found = [
-            r
-            for r in self.plan.resources
-            if r.type.startswith("pulumi:providers:") and r.name == name
-        ]
-        return found[-1].inputs if name and found else {}
+        if name is None:
+            return None
+        # URN: urn:pulumi:STACK::PROJECT::[PARENT-TYPE$]TYPE::NAME, then ::ID for a reference.
+        typ = (ref or "").split("::")[2].rsplit("$", 1)[-1]
+        for r in reversed(self.plan.resources):
+            if (r.type, r.name) == (typ, name):
+                return r.inputs
+        return None
 
 
 def _urn_name(urn: str) -> str:
