@@ -4,7 +4,7 @@
 # annotations below at run time (pulumi.provider.experimental.analyzer).
 
 import functools
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import pulumi
 
@@ -95,6 +95,26 @@ def legacy_type_token(cloud: str) -> str:
     return f"{PACKAGE}:{cloud}:GpuFleet"
 
 
+class FleetNode(TypedDict, total=False):
+    """One node of a fleet, as its `nodes` output lists it (head first)."""
+
+    name: str
+    """node-0 (the head), node-1, ..."""
+    private_ip: str
+    """Its address inside the fleet's network."""
+    public_ip: str
+    """Its public address; absent on a node reached through the head (workers by default)."""
+    gpus: int
+    """GPUs on the node."""
+    host_key: str
+    """The host public key it was booted with (`ssh-ed25519 AAAA...`); empty where the node made
+    its own and publishes it (see the next field)."""
+    instance_id: str
+    """The cloud's id of the instance."""
+    host_key_at: str
+    """Where the node publishes the host key it made (instance ARN, self link or ARM id)."""
+
+
 class GpufleetComponent(pulumi.ComponentResource):
     """Base of each cloud's fleet; subclasses build network and nodes, then finish()."""
 
@@ -112,9 +132,8 @@ class GpufleetComponent(pulumi.ComponentResource):
     """The login user on every node."""
     ssh_private_key: pulumi.Output[str]
     """The cluster's SSH user key, OpenSSH PEM (secret)."""
-    nodes: pulumi.Output[list[dict[str, Any]]]
-    """Head first: name, private_ip, public_ip (none: reached through the head), gpus,
-    host_key, instance_id[, host_key_at]."""
+    nodes: pulumi.Output[list[FleetNode]]
+    """The nodes, head first: name, addresses, GPUs and host key of each."""
     known_hosts: pulumi.Output[str]
     """known_hosts lines pinning the bootstrap host keys (empty where nodes publish their own)."""
     expires_at: pulumi.Output[int]

@@ -6,6 +6,7 @@
 from typing import Any, TypedDict
 
 import pulumi
+from typing_extensions import Required  # typing's from Python 3.11
 
 from gpufleet.components.clusterspec import ClusterSpec
 
@@ -22,7 +23,7 @@ class FleetArgs(TypedDict, total=False):
     """The cluster's name in tags and cloud resource names; default: the resource's name."""
     nodes: int
     """Number of nodes, head included (default 2)."""
-    instance_type: str
+    instance_type: Required[str]
     """The cloud's GPU instance type, e.g. p5.48xlarge, a3-highgpu-8g, Standard_ND96isr_H100_v5."""
     gpus_per_node: int
     """GPUs per node; default: the catalog's count for the instance type."""

@@ -1,16 +1,38 @@
 """`AwsGpuFleetArgs`: the typed inputs of `gpufleet:index:AwsGpuFleet`."""
 
+import pulumi
+
 from gpufleet.components.fleetargs import FleetArgs
 
 
 class AwsGpuFleetArgs(FleetArgs, total=False):
-    """Inputs of an AWS GPU fleet (p4d/p5 with EFA, g5/g6)."""
+    """Inputs of an AWS GPU fleet (p4d/p5 with EFA, g5/g6).
+
+    Bring your own network as pulumi-eks does (`vpcId`, `nodeSubnetIds`,
+    `extraNodeSecurityGroups`): `vpc_id` with `subnet_ids`, and optionally security groups.
+    These ids may be Outputs of the program's own resources; how many subnets and groups there
+    are must be known (a list, each item may be an Output)."""
 
     placement_group: str
     """With a reservation: the existing cluster placement group it was made in."""
     capacity_block: bool
     """The reservation is a Capacity Block for ML (market type capacity-block)."""
-    vpc_id: str
-    """An existing VPC to create the nodes in; default: a VPC of the cluster's own."""
-    subnet_id: str
-    """An existing subnet of `vpc_id` (with NAT egress for private workers)."""
+    vpc_id: pulumi.Input[str]
+    """An existing VPC to create the nodes in (needs `subnet_ids`); default: a VPC of the
+    cluster's own, with its subnet, internet gateway, NAT gateway and routes."""
+    subnet_ids: list[pulumi.Input[str]]
+    """Existing subnets of `vpc_id`. Every node goes in the FIRST one: a cluster placement group
+    and EFA keep a fleet in one availability zone and one subnet. Any further subnets are not
+    used (a warning names them), so a program can pass its VPC's private subnet list. Workers
+    without public addresses need the subnet to route 0.0.0.0/0 through a NAT gateway."""
+    subnet_id: pulumi.Input[str]
+    """One existing subnet of `vpc_id`: the same as `subnet_ids: [subnet_id]` (the stack config
+    and CLI name it so)."""
+    extra_security_group_ids: list[pulumi.Input[str]]
+    """Security groups of `vpc_id` added to every interface of every node, beside the groups
+    gpufleet makes (or those of `security_group_ids`)."""
+    security_group_ids: list[pulumi.Input[str]]
+    """Security groups of `vpc_id` that REPLACE gpufleet's own: then it makes none, and these
+    groups must allow all traffic in and out between the nodes (EFA needs a group that allows
+    all inbound and outbound traffic to and from itself), SSH (tcp 22) to the head from where
+    you connect, and egress to the internet for packages. `ssh_cidrs` is then not used."""

@@ -95,7 +95,10 @@ def backstop_role(
     tagged with this cluster's name (tags[CLUSTER_TAG]), nothing else."""
     role = aws.iam.Role(
         f"{name}-backstop-role",
-        assume_role_policy=aws.get_caller_identity_output().account_id.apply(assume_policy),
+        # The account of the fleet's own provider (the parent's), not the default provider's.
+        assume_role_policy=aws.get_caller_identity_output(
+            opts=pulumi.InvokeOptions(parent=opts.parent)
+        ).account_id.apply(assume_policy),
         description=f"gpufleet {name}: EventBridge Scheduler terminates the fleet at its expiry",
         tags={**tags, "Name": f"{name}-backstop-role"},
         opts=opts,

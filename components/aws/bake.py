@@ -10,6 +10,7 @@ import pulumi_aws as aws
 from gpufleet.components.aws.fleet import ROOT_DEVICE, encode_user_data, resolved_image_id
 from gpufleet.components.aws.network import build_network
 from gpufleet.components.bake import ImageBakeComponent
+from gpufleet.components.invokes import asking, invoke_options
 from gpufleet.components.registry import offer_check
 
 if TYPE_CHECKING:
@@ -32,7 +33,9 @@ class ImageBake(ImageBakeComponent):
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
         builder_type = spec.instance_type or self.default_builder
         # Before anything is registered: a region or zone without the builder type fails here.
-        offered = offer_check(self.cloud)(spec, builder_type)
+        # Asked through the provider the bake's resources use (components/invokes.py).
+        with asking(invoke_options(opts, "aws")):
+            offered = offer_check(self.cloud)(spec, builder_type)
         zone, self.availability = offered.zone, offered.availability
         assert zone is not None  # EC2's check always picks the zone
         super().__init__(name, spec, opts)
@@ -41,7 +44,8 @@ class ImageBake(ImageBakeComponent):
         net = build_network(name, spec, tags, child, zone)
         builder = aws.ec2.Instance(
             f"{name}-builder",
-            ami=resolved_image_id(spec.image),  # an AMI id: see resolved_image_id
+            # An AMI id: see resolved_image_id.
+            ami=resolved_image_id(spec.image, pulumi.InvokeOptions(parent=self)),
             instance_type=builder_type,
             subnet_id=net.subnet_id,
             vpc_security_group_ids=[net.security_group.id, net.ssh_group.id],

@@ -9,14 +9,20 @@ import pulumi_aws as aws
 
 from gpufleet.components.aws.args import AwsGpuFleetArgs
 from gpufleet.components.aws.backstop import backstop_role, terminate_at_expiry
-from gpufleet.components.aws.network import aws_region, build_network
+from gpufleet.components.aws.network import (
+    aws_region,
+    bringing,
+    build_network,
+    provider_region,
+    take_user_network,
+)
 from gpufleet.components.aws.offers import zone_fallback
-from gpufleet.components.bootstrap import EXPIRY_TAG
 from gpufleet.components.catalog import lookup
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
 from gpufleet.components.fleet import GpufleetComponent, node_user_data
 from gpufleet.components.fleetargs import spec_from_args
+from gpufleet.components.invokes import asking, explicit_provider, invoke_options
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
 
@@ -25,6 +31,9 @@ from gpufleet.components.validators import run_validators
 DLAMI_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
+# The tags a launch template's tag specifications carry: fixed for the cluster's life (its
+# name), never the user's `tags` or the expiry, which change without replacing a node.
+LAUNCH_TAGS = ("gpufleet-cluster", "managed-by")
 ROOT_DEVICE = "/dev/sda1"  # the DLAMI's (bake.py's description); fleets read the AMI's own
 USER_DATA_LIMIT = 16384  # bytes, before base64 (EC2 user guide, "Work with instance user data")
 
@@ -47,7 +56,9 @@ def image_id(image: str | None) -> str:
     )
 
 
-def resolved_image_id(image: str | None) -> pulumi.Output[str]:
+def resolved_image_id(
+    image: str | None, opts: pulumi.InvokeOptions | None = None
+) -> pulumi.Output[str]:
     """An AMI id read now, for `aws.ec2.Instance` (which cannot take `resolve:ssm:`).
 
     The provider describes the image of an instance with a root_block_device and fails with
@@ -56,18 +67,19 @@ def resolved_image_id(image: str | None) -> pulumi.Output[str]:
     """
     ref = image_id(image)
     if ref.startswith("resolve:ssm:"):
-        return aws.ssm.get_parameter_output(name=ref[len("resolve:ssm:") :]).value
+        return aws.ssm.get_parameter_output(name=ref[len("resolve:ssm:") :], opts=opts).value
     return pulumi.Output.from_input(ref)
 
 
-def root_device(image: str | None) -> pulumi.Output[str]:
+def root_device(image: str | None, opts: pulumi.InvokeOptions | None = None) -> pulumi.Output[str]:
     """The AMI's own root device name (DescribeImages RootDeviceName): /dev/sda1 on Ubuntu,
     /dev/xvda on Amazon Linux. A block device mapping under another name adds a second, empty
     volume and leaves the root at the AMI's size (EC2 user guide, block device mappings)."""
-    ami = resolved_image_id(image)
+    ami = resolved_image_id(image, opts)
     return aws.ec2.get_ami_output(
         filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[ami])],
         include_deprecated=True,
+        opts=opts,
     ).root_device_name
 
 
@@ -89,8 +101,8 @@ def encode_user_data(text: str) -> str:
 def network_interfaces(
     efa_interfaces: int,
     subnet_id: Any,
-    sg_id: Any,
-    ssh_sg_id: Any,
+    groups: list[Any],
+    ssh_groups: list[Any],
     public: bool,
     primary_eni: Any = None,
 ) -> list[Any]:
@@ -101,18 +113,18 @@ def network_interfaces(
     the instance gets no 32 same-subnet IP interfaces (EC2 user guide, efa-acc-inst-types.md:
     "use the next unused network card index, device index 0, for EFA-only network interface";
     ParallelCluster 3.15 launches its compute nodes with one IP interface, the rest EFA-only).
+    Every interface carries `groups` (the fleet's own, or the program's, and its extra ones:
+    EFA traffic crosses every card, so each card's interface needs the group that allows it).
     Only a `public` node (the head, unless spec.public_workers) gets a public IPv4 and the
-    SSH-from-outside group `ssh_sg_id`, on its primary interface; the others are reached
-    through it.
+    SSH-from-outside `ssh_groups`, on its primary interface; the others are reached through it.
     """
 
     def nic(card: int, **kw: Any) -> Any:
-        groups = [sg_id, ssh_sg_id] if card == 0 and public else [sg_id]
         return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
             device_index=0,
             subnet_id=subnet_id,
-            security_groups=groups,
+            security_groups=[*groups, *ssh_groups] if card == 0 and public else list(groups),
             delete_on_termination="true",  # typed str in the provider (facts §0.3)
             **kw,
         )
@@ -180,7 +192,7 @@ def head_interface(name: str, net: Any, tags: dict[str, Any], opts: Any) -> Any:
     return aws.ec2.NetworkInterface(
         f"{name}-eni",
         subnet_id=net.subnet_id,
-        security_groups=[net.security_group.id, net.ssh_group.id],
+        security_groups=[*net.node_groups, *net.ssh_groups],
         interface_type="efa",
         description=f"{name}: network card 0, device index 0 (its Elastic IP is here)",
         tags={**tags, "Name": f"{name}-eni"},
@@ -193,28 +205,53 @@ class AwsGpuFleet(GpufleetComponent):
 
     _cloud = "aws"
 
+    @staticmethod
+    def _in_provider_region(spec: ClusterSpec, opts: pulumi.ResourceOptions | None) -> ClusterSpec:
+        """The spec in its explicit provider's region (asked through it); a spec region that
+        differs is refused: the resources would go to the provider's region regardless."""
+        region = provider_region()
+        if region is None or spec.region == region:
+            return spec
+        if spec.region:
+            provider = explicit_provider(opts, "aws")
+            raise SpecError(
+                "region",
+                f"is {spec.region}, but the fleet's AWS provider "
+                f"({getattr(provider, '_name', 'explicit')}) is in {region}",
+                f"drop region (the provider's is used), or give a provider for {spec.region}",
+            )
+        return spec.with_(region=region)
+
     def __init__(
         self, name: str, args: AwsGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = spec_from_args(self._cloud, name, args)
-        if not spec.ssh_cidrs:  # the CLI fills in the caller's /32; a bare stack must name one
+        # The program's own VPC/subnets/groups may be Outputs: they stay out of the spec.
+        plain, user = take_user_network(args)
+        spec = spec_from_args(self._cloud, name, plain)
+        replaced_groups = user is not None and user.groups is not None
+        if not spec.ssh_cidrs and not replaced_groups:
+            # The CLI fills in the caller's /32; a bare stack must name one.
             raise SpecError(
                 "ssh_cidrs",
                 "is empty; the security group would let SSH in from nowhere",
                 "list the addresses allowed to SSH, e.g. ssh_cidrs: [203.0.113.7/32]",
             )
         it = lookup("aws", spec.instance_type or "")
-        # Before anything is registered: a region or zone without the type fails here.
-        offered = offer_check(self._cloud)(spec, it.name)
-        zone, self.availability = offered.zone, offered.availability
-        # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
-        self.checks = run_validators(spec, it)
-        assert zone is not None  # EC2's check always picks the zone
-        self.zone_fallback = zone_fallback(spec, it.name)
+        # Every lookup asks the provider the resources will use (its region and account).
+        with asking(invoke_options(opts, "aws")), bringing(user):
+            spec = self._in_provider_region(spec, opts)
+            # Before anything is registered: a region or zone without the type fails here.
+            offered = offer_check(self._cloud)(spec, it.name)
+            zone, self.availability = offered.zone, offered.availability
+            # The account (quota, image, roles): each refuses with its fix, or is skipped offline.
+            self.checks = run_validators(spec, it)
+            assert zone is not None  # EC2's check always picks the zone
+            self.zone_fallback = zone_fallback(spec, it.name)
         super().__init__(name, spec, opts)
+        lookups = pulumi.InvokeOptions(parent=self)
         tags = self.tags
         child = self.child()
-        net = build_network(name, spec, tags, child, zone)
+        net = build_network(name, spec, tags, child, zone, user)
 
         # With a reservation, its own placement group (if it was made in one) or none: EC2
         # matches a reservation on its placement group, so a group of ours would miss it.
@@ -225,11 +262,12 @@ class AwsGpuFleet(GpufleetComponent):
             ).name
         ami = image_id(spec.image)
         market = market_options(spec)
-        root = root_device(spec.image)
-        # Every tag but the expiry goes into the template: a template change makes a new
-        # version and so a new instance, and a TTL change must not (the instance's own tags,
-        # below, carry the expiry and change in place).
-        launch_tags = {k: v for k, v in tags.items() if k != EXPIRY_TAG["aws"]}
+        root = root_device(spec.image, lookups)
+        # Only gpufleet's fixed tags go into the template's tag specifications: a template
+        # change makes a new version and so a new instance, and neither a TTL change nor an
+        # edit of the user's `tags` may (the instance's own tags, below, carry both and change
+        # in place; the template's own tags do too). Volumes and interfaces carry these only.
+        launch_tags = {k: tags[k] for k in LAUNCH_TAGS}
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -240,8 +278,8 @@ class AwsGpuFleet(GpufleetComponent):
             nics = network_interfaces(
                 it.efa_interfaces,
                 net.subnet_id,
-                net.security_group.id,
-                net.ssh_group.id,
+                net.node_groups,
+                net.ssh_groups,
                 public,
                 primary_eni=eni.id if eni else None,
             )

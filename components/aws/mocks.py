@@ -91,3 +91,19 @@ def fake_call(token: str, args: dict[str, Any]) -> dict | None:
             "deprecationTime": "",
         }
     return None
+
+
+def fake_provider_call(
+    token: str, args: dict[str, Any], provider: dict[str, Any] | None
+) -> dict | None:
+    """Answers that come from the explicit provider asked: its region, as its own `region`
+    input says (aws.get_region through that provider)."""
+    if token == "aws:index/getRegion:getRegion" and provider and provider.get("region"):
+        region = provider["region"]
+        return {
+            "id": region,
+            "region": region,
+            "name": region,
+            "endpoint": f"ec2.{region}.amazonaws.com",
+        }
+    return None

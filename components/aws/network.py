@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_aws as aws
+
+from gpufleet.components.errors import SpecError
+from gpufleet.components.invokes import lookup_opts
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -27,14 +33,154 @@ NAT_SUBNET_CIDR = "10.42.16.0/28"
 class Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    security_group: Any  # the fleet's own traffic (EFA: all to and from itself)
-    ssh_group: Any  # SSH from the allowed CIDRs: the head's primary NIC only, by default
+    security_group: Any  # the fleet's own traffic (EFA: all to and from itself); None: replaced
+    ssh_group: Any  # SSH from the allowed CIDRs: the head's primary NIC only; None: replaced
     gateways: list[Any] = field(default_factory=list)  # what an Elastic IP must wait for
+    node_groups: list[Any] = field(default_factory=list)  # on every interface of every node
+    ssh_groups: list[Any] = field(default_factory=list)  # also on a public node's primary one
+
+
+@dataclass(frozen=True)
+class UserNetwork:
+    """The network a program brings (AwsGpuFleetArgs vpc_id, subnet_ids, security groups):
+    ids that may be pulumi Outputs, so they never go into the ClusterSpec."""
+
+    vpc_id: Any
+    subnet_id: Any  # the one every node goes in: the first of subnet_ids
+    extra_groups: tuple[Any, ...] = ()  # added to every node interface
+    groups: tuple[Any, ...] | None = None  # replace gpufleet's own groups; None: it makes them
+
+
+_USER_NETWORK: ContextVar[UserNetwork | None] = ContextVar("gpufleet_aws_net", default=None)
+
+
+@contextlib.contextmanager
+def bringing(net: UserNetwork | None) -> Iterator[None]:
+    """Within it, the offer check and validators know the program brings `net`."""
+    token = _USER_NETWORK.set(net)
+    try:
+        yield
+    finally:
+        _USER_NETWORK.reset(token)
+
+
+def user_network() -> UserNetwork | None:
+    return _USER_NETWORK.get()
+
+
+def brings_network(spec: ClusterSpec) -> bool:
+    """The fleet goes in an existing VPC and subnet (plain ids in the spec, or a program's
+    Outputs): gpufleet then makes no VPC, subnet, gateway or route."""
+    return bool(spec.vpc_id and spec.subnet_id) or user_network() is not None
+
+
+# AwsGpuFleetArgs fields naming what the program owns: they may hold Outputs.
+NETWORK_ARGS = (
+    "vpc_id",
+    "subnet_id",
+    "subnet_ids",
+    "extra_security_group_ids",
+    "security_group_ids",
+)
+
+
+def _id_list(args: dict[str, Any], key: str) -> list[Any] | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, (str, pulumi.Output)) or not isinstance(value, (list, tuple)):
+        raise SpecError(
+            key,
+            "must be a list (its items may be Outputs): how many there are decides the "
+            "interfaces and the subnet the nodes go in before anything is registered",
+            f"pass a list, e.g. {key}=[resource.id]",
+        )
+    return list(value)
+
+
+def take_user_network(args: Any) -> tuple[Any, UserNetwork | None]:
+    """Split component args into the plain ones (for the ClusterSpec) and the network the
+    program brings; refuse what cannot be honoured, before anything is registered.
+
+    Plain vpc_id and subnet ids also stay in the spec (its vpc_id/subnet_id: the validators
+    read the subnet's routes, and the CLI's stacks name them so); Outputs never do.
+    """
+    if args is None or not isinstance(args, dict):
+        return args, None  # a ClusterSpec: its own plain vpc_id/subnet_id (build_network)
+    given = {k: args[k] for k in NETWORK_ARGS if args.get(k) is not None}
+    rest = {k: v for k, v in args.items() if k not in NETWORK_ARGS}
+    subnets = _id_list(given, "subnet_ids")
+    extra = _id_list(given, "extra_security_group_ids") or []
+    groups = _id_list(given, "security_group_ids")
+    if "subnet_id" in given:
+        if subnets is not None:
+            raise SpecError(
+                "subnet_id", "and subnet_ids are both given", "give subnet_ids=[...] alone"
+            )
+        subnets = [given["subnet_id"]]
+    vpc = given.get("vpc_id")
+    if vpc is None:
+        if subnets:
+            raise SpecError(
+                "vpc_id",
+                "is missing: subnets were given without the VPC they belong to",
+                "pass vpc_id too (gpufleet's security groups are made in it)",
+            )
+        if extra or groups is not None:
+            raise SpecError(
+                "vpc_id",
+                "is missing: security groups belong to a VPC, and without vpc_id gpufleet "
+                "makes a VPC of its own that they cannot be attached in",
+                "pass vpc_id and subnet_ids of the groups' VPC, or drop the security groups",
+            )
+        return rest, None
+    if not subnets:
+        raise SpecError(
+            "subnet_ids",
+            "is missing: vpc_id alone names a VPC but not the subnet the nodes join (gpufleet "
+            "does not make subnets in a VPC it does not own)",
+            "pass subnet_ids=[...] with a subnet of that VPC (one with a NAT gateway route for "
+            "private workers), or leave out vpc_id to let gpufleet make the whole network",
+        )
+    if groups is not None and not groups:
+        raise SpecError(
+            "security_group_ids",
+            "is empty: the nodes would have no security group",
+            "list groups that allow all traffic between the nodes and SSH to the head, or "
+            "leave security_group_ids out to let gpufleet make them",
+        )
+    if groups is not None and rest.get("ssh_cidrs"):
+        raise SpecError(
+            "ssh_cidrs",
+            "has no effect with security_group_ids: gpufleet makes no SSH group then, and "
+            "your groups decide who may SSH to the head",
+            "drop ssh_cidrs (allow SSH in your groups), or drop security_group_ids",
+        )
+    if len(subnets) > 1:
+        pulumi.log.warn(
+            f"subnet_ids: {len(subnets)} subnets given; every node goes in the first (a cluster "
+            "placement group and EFA keep the fleet in one zone and one subnet), the other "
+            f"{len(subnets) - 1} are not used"
+        )
+    if isinstance(vpc, str) and isinstance(subnets[0], str):
+        rest = {**rest, "vpc_id": vpc, "subnet_id": subnets[0]}
+    net = UserNetwork(vpc, subnets[0], tuple(extra), tuple(groups) if groups is not None else None)
+    return rest, net
+
+
+def provider_region() -> str | None:
+    """The region of the provider the component's lookups ask (components/invokes.py), asked
+    through it; None: the default provider (its region is the stack's `aws:region`)."""
+    opts = lookup_opts()
+    if opts is None or opts.provider is None:
+        return None
+    return aws.get_region(opts=opts).region or None
 
 
 def aws_region(spec: ClusterSpec) -> str:
     """The region the fleet is in: the spec's, else the stack's `aws:region` (the two agree:
-    stackconfig.spec_from_config refuses a stack where they differ)."""
+    stackconfig.spec_from_config refuses a stack where they differ). With an explicit
+    provider, AwsGpuFleet puts the provider's own region in the spec first (provider_region)."""
     region = spec.region or pulumi.Config("aws").get("region") or spec.effective_region
     assert region is not None  # aws has a default region
     return region
@@ -111,13 +257,17 @@ def build_network(
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
     zone: str,
+    user: UserNetwork | None = None,
 ) -> Network:
-    """Use the spec's VPC/subnet when given; otherwise create VPC, subnet, IGW and routes in
-    `zone` (one that offers the type: components/aws/offers.py checked it before)."""
+    """Use the program's (`user`) or the spec's VPC/subnet when given; otherwise create VPC,
+    subnet, IGW and routes in `zone` (one that offers the type: components/aws/offers.py
+    checked it before). The fleet's security groups unless `user` replaces them."""
     gateways: list[Any] = []
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    if spec.subnet_id and spec.vpc_id:
+    if user is not None:
+        vpc_id, subnet_id = user.vpc_id, user.subnet_id
+    elif spec.subnet_id and spec.vpc_id:
         vpc_id, subnet_id = spec.vpc_id, spec.subnet_id
     else:
         vpc = aws.ec2.Vpc(
@@ -156,6 +306,17 @@ def build_network(
         )
         vpc_id, subnet_id = vpc.id, subnet.id
         gateways = [igw]
+    extra = list(user.extra_groups) if user else []
+    if user is not None and user.groups is not None:
+        # The program's groups replace ours (their rules are its to get right: AwsGpuFleetArgs).
+        return Network(
+            vpc_id=vpc_id,
+            subnet_id=subnet_id,
+            security_group=None,
+            ssh_group=None,
+            gateways=gateways,
+            node_groups=[*user.groups, *extra],
+        )
     sg = aws.ec2.SecurityGroup(
         f"{name}-sg",
         vpc_id=vpc_id,
@@ -199,5 +360,11 @@ def build_network(
         opts=opts,
     )
     return Network(
-        vpc_id=vpc_id, subnet_id=subnet_id, security_group=sg, ssh_group=ssh, gateways=gateways
+        vpc_id=vpc_id,
+        subnet_id=subnet_id,
+        security_group=sg,
+        ssh_group=ssh,
+        gateways=gateways,
+        node_groups=[sg.id, *extra],
+        ssh_groups=[ssh.id],
     )

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 import pulumi_aws as aws
 
-from gpufleet.components.aws.network import aws_region
+from gpufleet.components.aws.network import aws_region, brings_network
 from gpufleet.components.errors import SpecError
+from gpufleet.components.invokes import lookup_opts
 from gpufleet.components.offers import Availability, Offered, Status, under_mocks
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ def offerings(instance_type: str, region: str, location_type: str) -> list[str]:
             aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])
         ],
         region=region,
+        opts=lookup_opts(),  # the component's provider (its account), not the default
     )
     return list(found.locations or [])
 
@@ -78,6 +80,6 @@ def zone_fallback(spec: ClusterSpec, instance_type: str) -> list[str]:
     """The zones `up` tries in turn when none was named and one has no capacity: every zone
     that offers the type, by name (the first is the one check_offered picked); none when the
     spec names zones, a reservation, or its own subnet (whose zone is fixed)."""
-    if spec.zone_choices or spec.reservation or spec.subnet_id:
+    if spec.zone_choices or spec.reservation or brings_network(spec):
         return []
     return sorted(offerings(instance_type, aws_region(spec), "availability-zone"))

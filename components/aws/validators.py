@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi_aws as aws
 
-from gpufleet.components.aws.network import aws_region
+from gpufleet.components.aws.network import aws_region, brings_network
+from gpufleet.components.invokes import lookup_opts
 from gpufleet.components.validators import Unanswered, Validator, refuse
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _increase(service: str, code: str, name: str, need: int, region: str) -> str
 
 def _quota(service: str, code: str, region: str) -> int:
     found = aws.servicequotas.get_service_quota(
-        service_code=service, quota_code=code, region=region
+        service_code=service, quota_code=code, region=region, opts=lookup_opts()
     )
     return _num(found.value)
 
@@ -63,7 +64,9 @@ def _instance_ids(region: str, types: list[str], spot: bool | None = None) -> se
     filters = [aws.ec2.GetInstancesFilterArgs(name="instance-type", values=types)]
     if spot:
         filters.append(aws.ec2.GetInstancesFilterArgs(name="instance-lifecycle", values=["spot"]))
-    found = aws.ec2.get_instances(filters=filters, instance_state_names=LIVE, region=region)
+    found = aws.ec2.get_instances(
+        filters=filters, instance_state_names=LIVE, region=region, opts=lookup_opts()
+    )
     return set(found.ids or [])
 
 
@@ -79,10 +82,12 @@ def vcpus_in_use(family: str, spot: bool, region: str) -> int:
     per_type: dict[str, int] = {}
     total = 0
     for i in sorted(ids):
-        t = aws.ec2.get_instance(instance_id=i, region=region).instance_type
+        t = aws.ec2.get_instance(instance_id=i, region=region, opts=lookup_opts()).instance_type
         if t not in per_type:
             per_type[t] = _num(
-                aws.ec2.get_instance_type(instance_type=t, region=region).default_vcpus
+                aws.ec2.get_instance_type(
+                    instance_type=t, region=region, opts=lookup_opts()
+                ).default_vcpus
             )
         total += per_type[t]
     return total
@@ -126,7 +131,9 @@ VCPUS = Validator(
 
 
 def creates_network(spec: ClusterSpec) -> bool:
-    return not (spec.vpc_id and spec.subnet_id)
+    """gpufleet makes the VPC: the spec names none, and the program brings none (its ids may
+    be Outputs, which stay out of the spec: components/aws/network.py user_network)."""
+    return not brings_network(spec)
 
 
 def _vpcs(spec: ClusterSpec, it: InstanceType) -> str | None:
@@ -135,7 +142,7 @@ def _vpcs(spec: ClusterSpec, it: InstanceType) -> str | None:
     region = aws_region(spec)
     service, code, name = VPC_QUOTA
     have = _quota(service, code, region)
-    used = len(aws.ec2.get_vpcs(region=region).ids or [])
+    used = len(aws.ec2.get_vpcs(region=region, opts=lookup_opts()).ids or [])
     if used + 1 > have:
         raise refuse(
             VPCS,
@@ -170,7 +177,7 @@ def _eips(spec: ClusterSpec, it: InstanceType) -> str | None:
     region = aws_region(spec)
     service, code, name = EIP_QUOTA
     have = _quota(service, code, region)
-    used = len(aws.ec2.get_eips(region=region).allocation_ids or [])
+    used = len(aws.ec2.get_eips(region=region, opts=lookup_opts()).allocation_ids or [])
     if used + need > have:
         raise refuse(
             EIPS,
@@ -203,7 +210,9 @@ def resolve_ami(spec: ClusterSpec) -> str:
     if ref.startswith("resolve:ssm:"):
         name = ref[len("resolve:ssm:") :]
         try:
-            return aws.ssm.get_parameter(name=name, region=aws_region(spec)).value
+            return aws.ssm.get_parameter(
+                name=name, region=aws_region(spec), opts=lookup_opts()
+            ).value
         except Exception as e:  # the provider's error: ParameterNotFound, access denied
             raise refuse(
                 IMAGE,
@@ -221,6 +230,7 @@ def _image(spec: ClusterSpec, it: InstanceType) -> str | None:
             filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[ami])],
             include_deprecated=True,  # found, so that a deprecated image is named as such
             region=region,
+            opts=lookup_opts(),
         )
     except Exception as e:
         raise refuse(
@@ -230,7 +240,7 @@ def _image(spec: ClusterSpec, it: InstanceType) -> str | None:
         ) from None
     if found.state and found.state != "available":
         raise refuse(IMAGE, f"{ami} is {found.state}, not available", "give an available AMI id")
-    kind = aws.ec2.get_instance_type(instance_type=it.name, region=region)
+    kind = aws.ec2.get_instance_type(instance_type=it.name, region=region, opts=lookup_opts())
     archs = list(kind.supported_architectures or [])
     if found.architecture and archs and found.architecture not in archs:
         raise refuse(
@@ -283,6 +293,7 @@ def _route_table(spec: ClusterSpec) -> Any:
             vpc_id=spec.vpc_id,
             filters=[aws.ec2.GetRouteTablesFilterArgs(name=name, values=[value])],
             region=region,
+            opts=lookup_opts(),
         )
         return list(found.ids or [])
 
@@ -295,7 +306,7 @@ def _route_table(spec: ClusterSpec) -> Any:
             f"VPC {spec.vpc_id} has no route table for subnet {spec.subnet_id}",
             "check vpc_id and subnet_id name one VPC and a subnet of it",
         )
-    return aws.ec2.get_route_table(route_table_id=ids[0], region=region)
+    return aws.ec2.get_route_table(route_table_id=ids[0], region=region, opts=lookup_opts())
 
 
 def _field(route: Any, name: str) -> str:
@@ -305,6 +316,11 @@ def _field(route: Any, name: str) -> str:
 def _egress(spec: ClusterSpec, it: InstanceType) -> str | None:
     if creates_network(spec):
         return None
+    if not (spec.vpc_id and spec.subnet_id):
+        raise Unanswered(
+            "the program's subnet id is a pulumi Output (not known before its own resources "
+            "exist); its route to the internet is yours to give"
+        )
     table = _route_table(spec)
     default = [r for r in table.routes or [] if _field(r, "cidr_block") == "0.0.0.0/0"]
     private_workers = spec.nodes > 1 and not spec.public_workers
@@ -351,7 +367,7 @@ def _reservation(spec: ClusterSpec, it: InstanceType) -> str | None:
     region, cr = aws_region(spec), spec.reservation
     try:
         # Answers only reservations of type capacity-block (DescribeCapacityReservations).
-        r: Any = aws.ec2.get_capacity_block_reservation(id=cr, region=region)
+        r: Any = aws.ec2.get_capacity_block_reservation(id=cr, region=region, opts=lookup_opts())
         why = "" if r.instance_type else "no such Capacity Block"
     except Exception as e:
         r, why = None, _first_line(e)
@@ -417,7 +433,9 @@ RESERVATION = Validator(
 def _efa(spec: ClusterSpec, it: InstanceType) -> str | None:
     if it.fabric != "efa":
         return None
-    kind = aws.ec2.get_instance_type(instance_type=it.name, region=aws_region(spec))
+    kind = aws.ec2.get_instance_type(
+        instance_type=it.name, region=aws_region(spec), opts=lookup_opts()
+    )
     if not kind.efa_supported:
         raise refuse(
             EFA,

@@ -10,8 +10,10 @@ from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.fleet import GpufleetComponent
 from gpufleet.components.fleetargs import spec_from_args
 from gpufleet.components.gcp.args import GcpGpuFleetArgs
+from gpufleet.components.gcp.byo import bringing, check_gpu_networks, split_args
 from gpufleet.components.gcp.identity import SharedIdentity
 from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
+from gpufleet.components.gcp.providerregion import provider_region, with_provider_region
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
     DLVM_IMAGE,
@@ -20,8 +22,12 @@ from gpufleet.components.gcp.rules import (
     termination_time,
     zone_and_region,
 )
+from gpufleet.components.invokes import asking, invoke_options
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
+
+# The boot disk's labels: fixed for the cluster's life (a change would replace every node).
+DISK_LABELS = ("gpufleet-cluster", "managed-by")
 
 
 def scheduling(spec: ClusterSpec, expires_at: pulumi.Input[float]) -> Any:
@@ -64,18 +70,38 @@ class GcpGpuFleet(GpufleetComponent):
     def __init__(
         self, name: str, args: GcpGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = spec_from_args(self._cloud, name, args)
+        # Every lookup asks the provider the resources will use (opts), not the default one.
+        asked = invoke_options(opts, "gcp")
+        with asking(asked):
+            self._declare(name, args, opts, asked)
+
+    def _declare(
+        self,
+        name: str,
+        args: GcpGpuFleetArgs,
+        opts: pulumi.ResourceOptions | None,
+        asked: pulumi.InvokeOptions | None,
+    ) -> None:
+        # The networks the user brings may be Outputs: they stay out of the spec.
+        plain, brought = split_args(args)
+        if asked is not None and isinstance(plain, dict):
+            provider = asked.provider
+            assert provider is not None
+            plain = with_provider_region(plain, provider_region(), provider.pulumi_resource_name)
+        spec = spec_from_args(self._cloud, name, plain)
         check_spec(spec)
         it = lookup("gcp", spec.instance_type or "")
+        check_gpu_networks(brought, it.extra_nics, it.name)
         # Before anything is registered: a zone without the machine type fails here.
         self.availability = offer_check(self._cloud)(spec, it.name).availability
         # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
-        self.checks = run_validators(spec, it)
+        with bringing(brought):
+            self.checks = run_validators(spec, it)
         super().__init__(name, spec, opts)
         child = self.child()
         zone, region = zone_and_region(spec)
         node_labels = labels(self.tags)
-        nets = build_networks(name, spec, it.extra_nics, child, region)
+        nets = build_networks(name, spec, it.extra_nics, child, region, brought)
         # A network the stack builds gets its NAT; an existing subnet's NAT was checked by the
         # validators (components/gcp/validators.py).
         if not spec.public_workers and spec.nodes > 1 and nets.built:
@@ -109,10 +135,11 @@ class GcpGpuFleet(GpufleetComponent):
             lambda k: f"{self.login_user}:{k.strip()}"
         )
         self_delete = SharedIdentity(name, child)
-        # The expiry label stays on the instance (labels update in place) and off the boot disk:
-        # it changes with every TTL change, and boot disk labels force a new VM in providers
-        # before terraform-provider-google v7.3.0.
-        disk_labels = {k: v for k, v in node_labels.items() if k != "gpufleet-expires"}
+        # Labels that change stay on the instance (labels update in place: setLabels) and off
+        # the boot disk, whose labels force a new VM in providers before
+        # terraform-provider-google v7.3.0: the expiry changes with every TTL change, and the
+        # user's tags with an edit. The disk keeps only what is fixed for the cluster's life.
+        disk_labels = {k: node_labels[k] for k in DISK_LABELS}
         # A TTL change moves scheduling.terminationTime, which is ForceNew
         # (terraform-provider-google resource_compute_instance.go): the VM is replaced. Delete
         # first, so a replacement never needs twice the GPU quota or capacity.

@@ -12,6 +12,7 @@ from gpufleet.components.gcp.rules import (
     SELF_DELETE_PERMISSIONS,
     SELF_DELETE_ROLE_ID,
 )
+from gpufleet.components.invokes import lookup_opts
 from gpufleet.components.validators import offline
 
 # The node's token must be able to call the Compute API at all: a VM's access scopes cap what
@@ -26,7 +27,9 @@ def role_state(project: str) -> tuple[str, Any]:
     Not found is an empty answer or a 404; any other failure (403: the caller may not read
     roles) raises, so an unreadable role is never mistaken for an absent one."""
     try:
-        found = gcp.projects.get_iam_custom_role(project=project, role_id=SELF_DELETE_ROLE_ID)
+        found = gcp.projects.get_iam_custom_role(
+            project=project, role_id=SELF_DELETE_ROLE_ID, opts=lookup_opts()
+        )
     except Exception as e:
         if any(k in str(e) for k in ("404", "notFound", "was not found", "does not exist")):
             return "absent", None
@@ -41,7 +44,7 @@ def role_state(project: str) -> tuple[str, Any]:
 
 def project_id() -> str:
     """The provider's project (gcp:project, or the environment the provider reads)."""
-    return str(gcp.organizations.get_client_config().project)
+    return str(gcp.organizations.get_client_config(opts=lookup_opts()).project)
 
 
 class SharedIdentity:

@@ -37,4 +37,24 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
 
 
 def fake_call(token: str, args: dict[str, Any]) -> dict | None:
-    return None  # the GCP fleet calls no data sources
+    return None  # offline the fleet asks no data source (its validators are skipped)
+
+
+CLIENT_CONFIG = "gcp:organizations/getClientConfig:getClientConfig"
+
+
+def fake_provider_call(
+    token: str, args: dict[str, Any], provider: dict[str, Any] | None
+) -> dict | None:
+    """An invoke asked of an explicit gcp.Provider: getClientConfig answers its project and
+    region from the provider resource's inputs, as the provider answers from its config."""
+    if token != CLIENT_CONFIG or provider is None:
+        return None
+    return {
+        "id": f"projects/{provider.get('project', '')}/regions/{provider.get('region', '')}",
+        "project": provider.get("project", ""),
+        "region": provider.get("region", ""),
+        "zone": provider.get("zone", ""),
+        "accessToken": "",
+        "defaultLabels": {},
+    }

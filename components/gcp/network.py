@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_gcp as gcp
 
+from gpufleet.components.gcp.byo import UserNetworks
+
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
 
@@ -25,7 +27,7 @@ class Networks:
     network: Any  # self link or name
     subnetwork: Any
     gpu: list[tuple[Any, Any]]  # (network, subnetwork) per extra NIC
-    built: bool = True  # False: an existing network and subnet (spec.vpc_id and subnet_id)
+    built: bool = True  # False: the user's network and subnet (vpc_id and subnet_id)
 
 
 def ssh_tag(name: str) -> str:
@@ -33,13 +35,33 @@ def ssh_tag(name: str) -> str:
     return f"{name}-ssh"
 
 
+def firewall_description(name: str, what: str) -> str:
+    """Says on a rule, in the console of a network gpufleet may not own, whose rule it is."""
+    return f"gpufleet cluster {name}: {what}; deleted with the cluster"
+
+
 def build_networks(
-    name: str, spec: ClusterSpec, extra_nics: int, opts: pulumi.ResourceOptions, region: str
+    name: str,
+    spec: ClusterSpec,
+    extra_nics: int,
+    opts: pulumi.ResourceOptions,
+    region: str,
+    brought: UserNetworks | None = None,
 ) -> Networks:
+    """The nodes' networks: the user's where brought (`brought`), else the cluster's own.
+
+    On a network the user brings, gpufleet adds its two rules for the first NIC (SSH to the
+    head, all traffic between the nodes), each named for the cluster, limited to the cluster's
+    network tags and deleted with it: GCE firewall rules belong to a network, and without them
+    nothing reaches the nodes. The GPU networks a user brings get no rule of gpufleet's.
+    """
+    brought = brought or UserNetworks()
+    if not brought.primary and spec.vpc_id and spec.subnet_id:
+        brought = UserNetworks(spec.vpc_id, spec.subnet_id)
     network: pulumi.Input[str]
     subnetwork: pulumi.Input[str]
-    if spec.vpc_id and spec.subnet_id:
-        network, subnetwork = spec.vpc_id, spec.subnet_id
+    if brought.primary:
+        network, subnetwork = brought.network, brought.subnetwork
         internal = None
     else:
         net = gcp.compute.Network(
@@ -59,6 +81,7 @@ def build_networks(
         # Only VMs with this tag (the head, or every node with public_workers); workers
         # take SSH from the head through the internal rule below.
         target_tags=[ssh_tag(name)],
+        description=firewall_description(name, "SSH from ssh_cidrs to its tagged nodes"),
         opts=opts,
     )
     gcp.compute.Firewall(
@@ -70,8 +93,11 @@ def build_networks(
         source_ranges=[internal] if internal else None,
         source_tags=None if internal else [name],
         target_tags=[name],
+        description=firewall_description(name, "all traffic between its nodes"),
         opts=opts,
     )
+    if brought.gpu:
+        return Networks(network, subnetwork, list(brought.gpu), built=internal is not None)
     gpu = []
     for k in range(extra_nics):
         gnet = gcp.compute.Network(

@@ -21,7 +21,11 @@ def machine_types(machine_type: str, zone: str) -> list[str]:
     before any resource is registered. Empty when the zone does not offer it."""
     import pulumi_gcp as gcp
 
-    found = gcp.compute.get_machine_types(zone=zone, filter=f"name = {machine_type}")
+    from gpufleet.components.invokes import lookup_opts
+
+    found = gcp.compute.get_machine_types(
+        zone=zone, filter=f"name = {machine_type}", opts=lookup_opts()
+    )
     return [m.name for m in found.machine_types or []]
 
 

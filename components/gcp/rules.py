@@ -342,6 +342,14 @@ def spec_rules(spec: ClusterSpec) -> None:
             "pass subnet_id of a subnet of that network in the cluster's region "
             "(projects/P/regions/R/subnetworks/S), or leave out vpc_id to build a network",
         )
+    if spec.subnet_id and not spec.vpc_id:
+        # The firewall rules belong to a network: network.py would build its own and leave
+        # subnet_id unused.
+        raise SpecError(
+            "vpc_id",
+            "is missing: subnet_id alone does not name the network the firewall rules go on",
+            "pass vpc_id of the subnet's network too, or leave out subnet_id to build a network",
+        )
     if spec.fabric in A3_NEEDS and not spec.image:
         raise SpecError(
             "image",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.components.gcp.byo import brought
 from gpufleet.components.gcp.rules import (
     DLVM_IMAGE,
     gpu_quota_metric,
@@ -12,6 +13,7 @@ from gpufleet.components.gcp.rules import (
     image_name,
     zone_and_region,
 )
+from gpufleet.components.invokes import lookup_opts
 from gpufleet.components.validators import Unanswered, Validator, refuse
 
 if TYPE_CHECKING:
@@ -31,9 +33,9 @@ def check_image(spec: ClusterSpec, it: InstanceType) -> str | None:
     family, named = image_family(image), image_name(image)
     try:
         if family:
-            found = gcp.compute.get_image(project=family[0], family=family[1])
+            found = gcp.compute.get_image(project=family[0], family=family[1], opts=lookup_opts())
         elif named:
-            found = gcp.compute.get_image(project=named[0], name=named[1])
+            found = gcp.compute.get_image(project=named[0], name=named[1], opts=lookup_opts())
         else:
             return None  # another form (a self link GCE resolves): GCE itself says
         why = "" if _get(found, "name") else "no image"
@@ -66,7 +68,7 @@ IMAGE = Validator(
 def _project() -> str:
     import pulumi_gcp as gcp
 
-    return str(_get(gcp.organizations.get_client_config(), "project"))
+    return str(_get(gcp.organizations.get_client_config(opts=lookup_opts()), "project"))
 
 
 # The Cloud Quotas API is off by default on a project, and a caller may lack cloudquotas.quotas.get.
@@ -84,7 +86,7 @@ def quota_infos() -> list[Any]:
 
     try:
         infos = gcp.cloudquota.get_s_quota_infos(
-            parent=f"projects/{_project()}", service="compute.googleapis.com"
+            parent=f"projects/{_project()}", service="compute.googleapis.com", opts=lookup_opts()
         )
     except Exception as e:
         text = str(e)
@@ -139,9 +141,10 @@ def gpu_family(metric: str) -> str:
 def needs(spec: ClusterSpec, it: InstanceType) -> list[tuple[str, str | None, int]]:
     """(metric, region or None for global, amount) the cluster draws on, standard model."""
     _, region = zone_and_region(spec)
-    # The GPU NICs' networks are built even with an existing vpc/subnet (network.py).
-    existing = bool(spec.vpc_id and spec.subnet_id)
-    networks = it.extra_nics + (0 if existing else 1)
+    # Networks the user brings (plain ids or Outputs) are not created (network.py).
+    user = brought()
+    existing = bool(spec.vpc_id and spec.subnet_id) or user.primary
+    networks = (0 if user.gpu else it.extra_nics) + (0 if existing else 1)
     out: list[tuple[str, str | None, int]] = []
     if networks:
         out.append(("NETWORKS", None, networks))
@@ -203,7 +206,9 @@ def _refuse_short(
     fix = f"request an increase of {metric} {where} (console: IAM & Admin > Quotas)"
     if metric == "NETWORKS":
         gpu_nets = (
-            f"; its {it.extra_nics} GPU networks are built in any case" if it.extra_nics else ""
+            f"; gpu_vpc_ids and gpu_subnet_ids save its {it.extra_nics} GPU networks"
+            if it.extra_nics
+            else ""
         )
         fix += f", or pass vpc_id and subnet_id of an existing network (saves 1{gpu_nets})"
     raise refuse(
@@ -244,8 +249,17 @@ def _nat_serves(nat: Any, subnet: str) -> str | None:
 
 
 def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
-    if not (spec.vpc_id and spec.subnet_id) or spec.public_workers or spec.nodes < 2:
+    user = brought()
+    if not (spec.vpc_id and spec.subnet_id or user.primary):
         return None
+    if spec.public_workers or spec.nodes < 2:
+        return None
+    if not (spec.vpc_id and spec.subnet_id):
+        raise Unanswered(
+            "vpc_id/subnet_id are pulumi Outputs (resources of this program, unknown until "
+            "they exist), so the subnet's Cloud NAT is not checked; without one the workers "
+            "cannot fetch packages: give the subnet a Cloud NAT, or set public_workers: true"
+        )
     import pulumi_gcp as gcp
 
     _, region = zone_and_region(spec)
@@ -253,14 +267,21 @@ def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     subnet = spec.subnet_id.rsplit("/", 1)[-1]
     # A Shared VPC's routers live in its host project, not the cluster's.
     host = _network_project(spec.vpc_id) or _project()
-    routers = _get(gcp.compute.get_routers(project=host, region=region), "routers") or []
+    routers = (
+        _get(gcp.compute.get_routers(project=host, region=region, opts=lookup_opts()), "routers")
+        or []
+    )
     for router in routers:
         if str(_get(router, "network") or "").rsplit("/", 1)[-1] != network:
             continue
         for listed in _get(router, "nats") or []:
             # routers.list via the provider omits a NAT's subnet list and type: read each NAT.
             nat = gcp.compute.get_router_nat(
-                name=_get(listed, "name"), router=_get(router, "name"), region=region, project=host
+                name=_get(listed, "name"),
+                router=_get(router, "name"),
+                region=region,
+                project=host,
+                opts=lookup_opts(),
             )
             why = _nat_serves(nat, subnet)
             if why:
@@ -280,7 +301,8 @@ NAT = Validator(
     "an existing subnet gives the workers egress (Cloud NAT)",
     "GCE routers.list and routers.getNatConfig (gcp.compute.get_routers, get_router_nat)",
     check_nat,
-    applies="vpc_id and subnet_id given, private workers, more than one node",
+    applies="vpc_id and subnet_id given (skipped when Outputs), private workers, more than one "
+    "node",
 )
 
 

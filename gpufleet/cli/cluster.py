@@ -59,6 +59,13 @@ def up(
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
+    secrets_provider: Annotated[
+        str | None,
+        typer.Option(
+            help="the stack's secrets provider on a shared backend, e.g. awskms://alias/NAME"
+            "?region=R (default: $GPUFLEET_SECRETS_PROVIDER)"
+        ),
+    ] = None,
     hosts: opt.Hosts = None,
     inventory: opt.Inventory = None,
     ssh_user: opt.SshUser = None,
@@ -106,6 +113,8 @@ def up(
     )
     est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
     options = {"backend": backend} if backend else dict(byo_options)
+    if secrets_provider:
+        options["secrets_provider"] = secrets_provider
     info = lifecycle.up(spec, progress, max_cost=max_cost, **options)
     if as_json:
         doc = documents.cluster(

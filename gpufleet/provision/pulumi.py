@@ -16,6 +16,8 @@ from gpufleet.components.errors import SpecError
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress, hostkeypin, traits
+from gpufleet.provision.secrets import SecretsChoice
+from gpufleet.provision.secrets import choose as choose_secrets
 
 PROJECT = "gpufleet"
 PULUMI_INSTALL = (
@@ -96,7 +98,7 @@ def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
     return spec.with_(ssh_cidrs=[cidr])
 
 
-def workspace_env(url: str) -> dict[str, str]:
+def workspace_env(url: str, with_passphrase: bool = True) -> dict[str, str]:
     """Environment of the Pulumi CLI and the plugins it starts.
 
     The Python dynamic provider (the bake's BuilderReady) runs in a process the CLI starts as
@@ -112,24 +114,29 @@ def workspace_env(url: str) -> dict[str, str]:
     package = Path(gpufleet.__file__).resolve().parent
     parts = (str(package / "_pickled"), str(package.parent), os.environ.get("PYTHONPATH", ""))
     path = os.pathsep.join(p for p in parts if p)
+    env = {"PULUMI_CONFIG_PASSPHRASE": passphrase()} if with_passphrase else {}
     return {
-        "PULUMI_CONFIG_PASSPHRASE": passphrase(),
+        **env,
         "PULUMI_BACKEND_URL": url,
         "PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD") or sys.executable,
         "PYTHONPATH": path,
     }
 
 
-def _workspace_options(backend: str | None) -> dict[str, Any]:
+def _workspace_options(backend: str | None, secrets: SecretsChoice | None = None) -> dict[str, Any]:
+    """Options of the gpufleet project's workspace; `secrets` (secrets.choose) sets the
+    provider a new stack is made with (`pulumi stack init --secrets-provider`)."""
     from pulumi import automation as auto
 
     url = backend_url(backend)
+    chosen = secrets or choose_secrets(url, strict=False)
     return {
         "project_settings": auto.ProjectSettings(
             name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)
         ),
-        "env_vars": workspace_env(url),
+        "env_vars": workspace_env(url, chosen.passphrase),
         "pulumi_home": os.environ.get("PULUMI_HOME"),
+        "secrets_provider": chosen.provider,
     }
 
 
@@ -140,11 +147,16 @@ def _workspace(backend: str | None) -> Any:
     return auto.LocalWorkspace(**_workspace_options(backend))
 
 
-def _stack(spec_or_name: ClusterSpec | str, backend: str | None, program: Any = None) -> Any:
+def _stack(
+    spec_or_name: ClusterSpec | str,
+    backend: str | None,
+    program: Any = None,
+    secrets: SecretsChoice | None = None,
+) -> Any:
     from pulumi import automation as auto
 
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
-    opts = auto.LocalWorkspaceOptions(**_workspace_options(backend))
+    opts = auto.LocalWorkspaceOptions(**_workspace_options(backend, secrets))
     return auto.create_or_select_stack(
         stack_name=name, project_name=PROJECT, program=program or (lambda: None), opts=opts
     )
@@ -178,11 +190,17 @@ def _import_sdk(cloud: str | None = None) -> None:
 class PulumiProvisioner:
     """up = `pulumi up` of a stack named after the cluster; down = destroy + remove the stack."""
 
-    def __init__(self, backend: str | None = None):
+    _secrets: SecretsChoice  # chosen by up() before anything else
+
+    def __init__(self, backend: str | None = None, secrets_provider: str | None = None):
         self.backend = backend
+        self.secrets_provider = secrets_provider  # --secrets-provider (else the env's)
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
+        self._secrets = choose_secrets(
+            backend_url(self.backend, mkdir=False), self.secrets_provider
+        )
         find_pulumi()
         _import_sdk(spec.cloud)
         bootstrap_keys = hostkeypin.bootstrap_asked()
@@ -246,15 +264,26 @@ class PulumiProvisioner:
             for key, value in exports(fleet).items():
                 pulumi.export(key, value)
 
-        stack = _stack(spec, self.backend, program)
+        # the chosen secrets provider only where it differs from the local passphrase
+        shared = {"secrets": self._secrets} if self._secrets.provider else {}
+        stack = _stack(spec, self.backend, program, **shared)
         set_provider_config(stack, spec)
         # a bootstrap host key in each node's user data (GpufleetComponent reads it)
         stack.set_config(
             "gpufleet:bootstrapHostKeys", _config_value("true" if bootstrap_keys else "false")
         )
-        progress(f"pulumi up: stack {spec.name} ({backend_url(self.backend)})")
+        packs = policy_pack_args(spec)
+        progress(
+            f"pulumi up: stack {spec.name} ({backend_url(self.backend)}; secrets: "
+            f"{self._secrets.why}; "
+            + (
+                f"policy pack {POLICY_PACK_NAME})"
+                if packs
+                else "policy pack NOT run: pulumi-policy is not installed)"
+            )
+        )
         try:
-            result = stack.up(on_output=_progress_lines(progress), color="never")
+            result = stack.up(on_output=_progress_lines(progress), color="never", **packs)
         except BaseException as e:
             progress(
                 "refused before anything was created: removing the empty stack"
@@ -456,6 +485,40 @@ class CapacityError(GpufleetError):
         )
         self.zones = zones
         self.code = code
+
+
+POLICY_PACK_NAME = "gpufleet"
+
+
+def policy_pack_dir() -> Path:
+    """gpufleet's CrossGuard pack (policy/; a wheel's shipped copy)."""
+    from gpufleet.components.resources import data_dir
+
+    return data_dir("policy")
+
+
+def policy_pack_args(spec: ClusterSpec) -> dict[str, Any]:
+    """stack.up's policy_packs (Pulumi's `--policy-pack`) and, when the cluster's TTL is
+    longer than the pack's default limit, a config (`--policy-pack-config`) allowing it.
+    None without the pulumi-policy package the pack runs on (the `pulumi` extra has it)."""
+    import importlib.util
+    import json
+    import tempfile
+
+    if importlib.util.find_spec("pulumi_policy") is None:  # an install older than the pack
+        return {}
+    args: dict[str, Any] = {"policy_packs": [str(policy_pack_dir())]}
+    hours = spec.ttl_minutes / 60
+    if hours > DEFAULT_MAX_EXPIRY_HOURS:
+        fd, path = tempfile.mkstemp(prefix="gpufleet-policy-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"gpu-instances-expire": {"maxHours": hours + 1}}, f)
+        args["policy_pack_configs"] = [path]
+    return args
+
+
+# The pack's own default (policy/gpufleet_policy.py DEFAULT_MAX_HOURS): a week.
+DEFAULT_MAX_EXPIRY_HOURS = 24 * 7
 
 
 def _config_value(value: Any) -> Any:

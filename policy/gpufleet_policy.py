@@ -1,0 +1,335 @@
+"""gpufleet's guard rails, pure functions over (type, props): GPU VMs expire, no open SSH."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+EXPIRY_KEY = "gpufleet-expires"  # an AWS/Azure tag, a GCP label (components/fleet.py fleet_tags)
+DEFAULT_MAX_HOURS = 24 * 7
+EXPIRY_POLICY = "gpu-instances-expire"
+SSH_POLICY = "no-ssh-from-anywhere"
+
+# What the Policy SDK's property proxy holds for a value not known during preview
+# (pulumi-policy's proxy.py UNKNOWN_*_VALUE): such a value neither passes nor fails.
+PREVIEW_UNKNOWNS = frozenset(
+    {
+        "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",
+        "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
+        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+        "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+        "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+    }
+)
+
+AWS_INSTANCE = "aws:ec2/instance:Instance"
+AWS_LAUNCH_TEMPLATES = (
+    "aws:ec2/launchTemplate:LaunchTemplate",
+    "aws:ec2/launchConfiguration:LaunchConfiguration",
+)
+GCP_INSTANCES = ("gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate")
+AZURE_VM = "azure-native:compute:VirtualMachine"
+
+AWS_SG = "aws:ec2/securityGroup:SecurityGroup"
+AWS_SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+AWS_SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+AZURE_NSG = "azure-native:network:NetworkSecurityGroup"
+AZURE_NSG_RULE = "azure-native:network:SecurityRule"
+
+
+class UnknownAtPreview(Exception):
+    """A value the check needs is not known yet (preview): the check can neither pass nor fail."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} can't be known during preview")
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    message: str
+
+
+def _known(value: Any, path: str) -> Any:
+    if isinstance(value, str) and value in PREVIEW_UNKNOWNS:
+        raise UnknownAtPreview(path)
+    return value
+
+
+# --- which instances are GPU instances --------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_families() -> dict[str, frozenset[str]]:
+    """Each cloud's GPU instance families, from gpufleet's catalog (components/catalog.yaml).
+
+    AWS: the part before the dot (p4d, g5, ...). GCP: the machine series of types that carry
+    their GPUs (a2, a3, g2); N1 gets its GPUs as guest accelerators, checked separately.
+    Azure: the letters after Standard_ (NC, ND, NV)."""
+    from gpufleet.components import catalog
+
+    out: dict[str, set[str]] = {"aws": set(), "gcp": set(), "azure": set()}
+    for it in catalog.types():
+        if it.cloud == "gcp" and it.cloud_machine_type != it.name:
+            continue  # n1-standard-8 is a CPU type; its GPUs are accelerators
+        family = _family(it.cloud, it.cloud_machine_type)
+        if family:
+            out[it.cloud].add(family)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _family(cloud: str, machine_type: str) -> str | None:
+    if cloud == "aws":
+        return machine_type.split(".", 1)[0].lower()
+    if cloud == "gcp":
+        return machine_type.rsplit("/", 1)[-1].split("-", 1)[0].lower()
+    m = re.match(r"(?i)standard_([a-z]+)\d", machine_type)
+    return m.group(1).upper() if m else None
+
+
+def _is_gpu_type(cloud: str, machine_type: Any) -> bool:
+    if not isinstance(machine_type, str) or not machine_type:
+        return False
+    return _family(cloud, machine_type) in gpu_families()[cloud]
+
+
+def gpu_instance(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    """The GPU machine type the resource launches, or None when it launches no GPU VM.
+
+    An AWS instance launched from a launch template without its own instanceType is judged
+    on the template (which this check also covers)."""
+    if resource_type == AWS_INSTANCE or resource_type in AWS_LAUNCH_TEMPLATES:
+        t = _known(props.get("instanceType"), "instanceType")
+        return t if _is_gpu_type("aws", t) else None
+    if resource_type in GCP_INSTANCES:
+        t = _known(props.get("machineType"), "machineType")
+        accelerators = props.get("guestAccelerators") or []
+        if _is_gpu_type("gcp", t) or any(_known(a.get("count"), "count") for a in accelerators):
+            return str(t)
+        return None
+    if resource_type == AZURE_VM:
+        t = _known((props.get("hardwareProfile") or {}).get("vmSize"), "hardwareProfile.vmSize")
+        return t if _is_gpu_type("azure", t) else None
+    return None
+
+
+# --- (a) every GPU instance expires within N hours --------------------------------------------
+
+
+def _expiry_values(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Where the resource carries gpufleet-expires: (where, value) pairs."""
+    found: list[tuple[str, Any]] = []
+    key = "labels" if resource_type in GCP_INSTANCES else "tags"
+    own = _known(props.get(key), key)
+    if isinstance(own, Mapping) and EXPIRY_KEY in own:
+        found.append((f"{key}.{EXPIRY_KEY}", own[EXPIRY_KEY]))
+    if resource_type in AWS_LAUNCH_TEMPLATES:  # or on what the template tags its instances with
+        for spec in props.get("tagSpecifications") or []:
+            tags = spec.get("tags") or {}
+            if spec.get("resourceType") == "instance" and EXPIRY_KEY in tags:
+                found.append((f"tagSpecifications[instance].tags.{EXPIRY_KEY}", tags[EXPIRY_KEY]))
+    return found
+
+
+def check_expiry(
+    resource_type: str,
+    props: Mapping[str, Any],
+    *,
+    now: float,
+    max_hours: float = DEFAULT_MAX_HOURS,
+) -> list[Violation]:
+    """A GPU instance carries gpufleet-expires (epoch seconds) at most max_hours after now.
+
+    Raises UnknownAtPreview when the expiry is not known yet (an Output of the stack's state):
+    the engine then reports that the policy could not run rather than a pass or a violation."""
+    machine = gpu_instance(resource_type, props)
+    if machine is None:
+        return []
+    what = "label" if resource_type in GCP_INSTANCES else "tag"
+    found = _expiry_values(resource_type, props)
+    if not found:
+        return [
+            Violation(
+                EXPIRY_POLICY,
+                f"GPU instance ({machine}) has no `{EXPIRY_KEY}` {what}: set it to the epoch "
+                f"second it must be gone by, at most {max_hours:g} h ahead "
+                "(gpufleet's fleets set it)",
+            )
+        ]
+    out = []
+    for where, raw in found:
+        value = _known(raw, where)
+        try:
+            at = float(value)
+        except (TypeError, ValueError):
+            out.append(
+                Violation(
+                    EXPIRY_POLICY,
+                    f"GPU instance ({machine}): {where}={value!r} is not epoch seconds",
+                )
+            )
+            continue
+        hours = (at - now) / 3600
+        if hours > max_hours:
+            out.append(
+                Violation(
+                    EXPIRY_POLICY,
+                    f"GPU instance ({machine}) expires {hours:.0f} h from now ({where}={value}); "
+                    f"the most allowed is {max_hours:g} h: shorten its TTL",
+                )
+            )
+    return out
+
+
+# --- (b) no SSH from anywhere -----------------------------------------------------------------
+
+
+def _anywhere(cidr: Any) -> bool:
+    if not isinstance(cidr, str):
+        return False
+    text = cidr.strip()
+    if text in ("*", "Internet", "Any", "any"):  # Azure's service tag / wildcard
+        return True
+    try:
+        return ipaddress.ip_network(text, strict=False).prefixlen == 0
+    except ValueError:
+        return False
+
+
+def _port_range_has_22(low: Any, high: Any, protocol: Any) -> bool:
+    proto = str(protocol).lower()
+    if proto in ("-1", "all", "*"):
+        return True
+    if proto not in ("tcp", "6"):
+        return False
+    try:
+        return int(float(low)) <= 22 <= int(float(high))
+    except (TypeError, ValueError):
+        return False
+
+
+def _ports_text_has_22(ports: Iterable[Any]) -> bool:
+    for p in ports:
+        text = str(p).strip()
+        if text in ("*", ""):
+            return True
+        low, _, high = text.partition("-")
+        try:
+            if int(low) <= 22 <= int(high or low):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _aws_rule(rule: Mapping[str, Any], where: str) -> list[Violation]:
+    cidrs = [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]
+    cidrs += [rule.get("cidrIpv4"), rule.get("cidrIpv6")]  # aws:vpc/securityGroupIngressRule
+    protocol = rule.get("protocol", rule.get("ipProtocol"))
+    if not _port_range_has_22(rule.get("fromPort"), rule.get("toPort"), protocol):
+        return []
+    return [
+        Violation(
+            SSH_POLICY, f"{where} allows SSH (port 22) from {c}: name the addresses that need it"
+        )
+        for c in cidrs
+        if _anywhere(_known(c, f"{where}.cidr"))
+    ]
+
+
+def check_ssh(resource_type: str, props: Mapping[str, Any]) -> list[Violation]:
+    """No ingress rule lets port 22 in from 0.0.0.0/0, ::/0, * or Internet."""
+    if resource_type == AWS_SG:
+        return [
+            v
+            for i, rule in enumerate(props.get("ingress") or [])
+            for v in _aws_rule(rule, f"ingress[{i}]")
+        ]
+    if resource_type == AWS_SG_RULE:
+        return _aws_rule(props, "rule") if props.get("type") == "ingress" else []
+    if resource_type == AWS_SG_INGRESS:
+        return _aws_rule(props, "ingress rule")
+    if resource_type == GCP_FIREWALL:
+        if str(props.get("direction") or "INGRESS").upper() != "INGRESS":
+            return []
+        opens = any(
+            str(a.get("protocol")).lower() == "all"
+            or (
+                str(a.get("protocol")).lower() in ("tcp", "6")
+                and _ports_text_has_22(a.get("ports") or ["*"])
+            )
+            for a in props.get("allows") or []
+        )
+        return [
+            Violation(
+                SSH_POLICY, f"firewall allows tcp:22 from {c}: name the addresses that need it"
+            )
+            for c in props.get("sourceRanges") or []
+            if opens and _anywhere(_known(c, "sourceRanges"))
+        ]
+    if resource_type == AZURE_NSG:
+        return [
+            v
+            for i, rule in enumerate(props.get("securityRules") or [])
+            for v in _azure_rule(rule, f"securityRules[{i}] ({rule.get('name', '?')})")
+        ]
+    if resource_type == AZURE_NSG_RULE:
+        return _azure_rule(props, f"security rule {props.get('name', '')}".strip())
+    return []
+
+
+def _azure_rule(rule: Mapping[str, Any], where: str) -> list[Violation]:
+    if (
+        str(rule.get("direction", "")).lower() != "inbound"
+        or str(rule.get("access", "")).lower() != "allow"
+    ):
+        return []
+    if str(rule.get("protocol", "*")).lower() not in ("tcp", "*"):
+        return []
+    ports = [rule.get("destinationPortRange"), *(rule.get("destinationPortRanges") or [])]
+    if not _ports_text_has_22(p for p in ports if p is not None):
+        return []
+    sources = [rule.get("sourceAddressPrefix"), *(rule.get("sourceAddressPrefixes") or [])]
+    return [
+        Violation(
+            SSH_POLICY, f"{where} allows SSH (port 22) from {s}: name the addresses that need it"
+        )
+        for s in sources
+        if _anywhere(_known(s, f"{where}.source"))
+    ]
+
+
+# --- both, over a list of resources -----------------------------------------------------------
+
+
+def check_resource(
+    resource_type: str,
+    props: Mapping[str, Any],
+    *,
+    now: float,
+    max_hours: float = DEFAULT_MAX_HOURS,
+) -> list[Violation]:
+    return check_expiry(resource_type, props, now=now, max_hours=max_hours) + check_ssh(
+        resource_type, props
+    )
+
+
+def check_resources(
+    resources: Iterable[Any],
+    *,
+    now: float,
+    max_hours: float = DEFAULT_MAX_HOURS,
+    name: Callable[[Any], str] = lambda r: r.name,
+) -> list[tuple[str, Violation]]:
+    """(resource name, violation) for every violation in resources with .type and .inputs."""
+    return [
+        (name(r), v)
+        for r in resources
+        for v in check_resource(r.type, r.inputs, now=now, max_hours=max_hours)
+    ]
