@@ -15,7 +15,13 @@ from gpufleet.components.bootstrap import (
     render_cloud_init,
 )
 from gpufleet.components.clusterspec import ClusterSpec
-from gpufleet.components.contract import OUTPUT_NAMES, known_hosts_lines
+from gpufleet.components.contract import (
+    OUTPUT_NAMES,
+    head_address,
+    hostfile_text,
+    known_hosts_lines,
+    ssh_config_text,
+)
 from gpufleet.components.errors import SpecError
 from gpufleet.components.keys import cluster_keys
 
@@ -140,6 +146,15 @@ class GpufleetComponent(pulumi.ComponentResource):
     """known_hosts lines pinning the bootstrap host keys (empty where nodes publish their own)."""
     expires_at: pulumi.Output[int]
     """Epoch seconds the nodes remove themselves at."""
+    ssh_config: pulumi.Output[str]
+    """OpenSSH config for `ssh -F FILE <cluster>`: one Host per node (`<cluster>-node-K`, the
+    head also `<cluster>`), workers through the head (ProxyJump). It reads the key from
+    ~/.ssh/gpufleet-<cluster> (save `ssh_private_key` there, chmod 600) and host keys from
+    ~/.ssh/gpufleet-<cluster>.known_hosts (save `known_hosts` there); its header says how."""
+    hostfile: pulumi.Output[str]
+    """Open MPI / DeepSpeed hostfile, head first: `<private_ip> slots=<GPUs>` per node."""
+    head_address: pulumi.Output[str]
+    """The head's public address (SSH, and the jump host to every worker)."""
 
     def __init__(
         self,
@@ -243,6 +258,11 @@ class GpufleetComponent(pulumi.ComponentResource):
             "nodes": all_nodes,
             "known_hosts": all_nodes.apply(lambda ns: known_hosts_lines(list(ns))),
             "expires_at": self.expires_at,
+            "ssh_config": all_nodes.apply(
+                lambda ns: ssh_config_text(spec.name, spec.cloud, self.login_user, list(ns))
+            ),
+            "hostfile": all_nodes.apply(lambda ns: hostfile_text(list(ns))),
+            "head_address": all_nodes.apply(lambda ns: head_address(list(ns))),
         }
         assert tuple(outputs) == OUTPUT_NAMES
         for k, v in outputs.items():

@@ -52,7 +52,7 @@ class ImageBake(ImageBakeComponent):
         # (images/ttl/gpufleet-expire, arm-delete). The role is on the builder's resource group,
         # which holds only this bake's builder, disk, network and snapshot, and is assigned
         # before the VM exists, so it is in place (and propagating) when the VM boots.
-        client = az.authorization.get_client_config_output()
+        client = az.authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
         identity = az.managedidentity.UserAssignedIdentity(f"{name}-id", opts=child, **common)
         # The nodes' narrow self-delete role (components/azure/identity.py), not VM Contributor.
         role = az.authorization.RoleAssignment(

@@ -11,13 +11,16 @@ from gpufleet.components.azure.backstop import (
     auto_shutdown,
     fires_first_after_expiry,
 )
+from gpufleet.components.azure.byo import bringing, split_args
 from gpufleet.components.azure.identity import deallocate_role, node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
+from gpufleet.components.azure.provider import provider_location, with_provider_region
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
 from gpufleet.components.fleet import GpufleetComponent, node_user_data
 from gpufleet.components.fleetargs import spec_from_args
+from gpufleet.components.invokes import asking, invoke_options
 from gpufleet.components.registry import offer_check
 from gpufleet.components.validators import run_validators
 
@@ -40,18 +43,23 @@ class AzureGpuFleet(GpufleetComponent):
     def __init__(
         self, name: str, args: AzureGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        spec = spec_from_args(self._cloud, name, args)
+        fields, brought = split_args(args)
+        with_provider_region(fields, provider_location(opts))
+        spec = spec_from_args(self._cloud, name, fields)
         it = lookup("azure", spec.instance_type or "")
-        check_spec(spec)
-        # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
-        # after the resource group, network, identities and role assignments exist.
-        self.availability = offer_check(self._cloud)(spec, it.name).availability
-        # The account (quota, image, roles): each fact refuses with its fix, or is skipped offline.
-        self.checks = run_validators(spec, it)
+        check_spec(spec, own_nsg=brought.network_security_group_id is not None)
+        # Every lookup asks the provider the resources use (its subscription and credentials).
+        with asking(invoke_options(opts, "azure-native")), bringing(brought):
+            # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
+            # after the resource group, network, identities and role assignments exist.
+            self.availability = offer_check(self._cloud)(spec, it.name).availability
+            # The account (quota, image, subnet): each fact refuses with its fix, or is skipped.
+            self.checks = run_validators(spec, it)
         super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags
-        net = build_network(name, spec, tags, child)
+        client = az.authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
+        net = build_network(name, spec, tags, child, brought, client.subscription_id)
         rg, common = net.rg, net.common
         ppg = az.compute.ProximityPlacementGroup(
             f"{name}-ppg",
@@ -76,7 +84,6 @@ class AzureGpuFleet(GpufleetComponent):
                 opts=child,
                 **common,
             )
-        client = az.authorization.get_client_config_output()
         role = node_role(name, rg, child)
         fallback = deallocate_role(name, rg, child)
 

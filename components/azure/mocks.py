@@ -43,10 +43,25 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
 
 def fake_call(token: str, args: dict[str, Any]) -> dict | None:
     if token == "azure-native:authorization:getClientConfig":
-        return {
-            "subscriptionId": FAKE_SUBSCRIPTION,
-            "tenantId": "tenant",
-            "clientId": "client",
-            "objectId": "object",
-        }
+        return client_config(FAKE_SUBSCRIPTION)
     return None
+
+
+def fake_provider_call(
+    token: str, args: dict[str, Any], provider: dict[str, Any] | None
+) -> dict | None:
+    """An invoke asked of an explicit azure-native Provider: getClientConfig answers its
+    subscriptionId from the provider resource's inputs, as the provider answers from its
+    credentials."""
+    if token != "azure-native:authorization:getClientConfig" or provider is None:
+        return None
+    return client_config(provider.get("subscriptionId") or FAKE_SUBSCRIPTION)
+
+
+def client_config(subscription: str) -> dict[str, str]:
+    return {
+        "subscriptionId": subscription,
+        "tenantId": "tenant",
+        "clientId": "client",
+        "objectId": "object",
+    }

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_azure_native as az
 
+from gpufleet.components.azure.byo import Brought
 from gpufleet.components.azure.customdata import encode_custom_data
 from gpufleet.components.azure.security import security_profile
 
@@ -32,20 +33,59 @@ HPC_IMAGE = {
 
 @dataclass
 class Network:
-    rg: Any
+    rg: Any  # .name and .id: the fleet's own group, or an ExistingGroup
     common: dict[str, Any]  # resource_group_name, location, tags: every regional resource
-    subnet: Any
-    nsg: Any
-    ssh_asg: Any  # NICs in this application security group take SSH from spec.ssh_cidrs
+    subnet_id: Any
+    nsg_id: Any
+    ssh_asg: Any | None  # NICs in this application security group take SSH from spec.ssh_cidrs
+    extra_asgs: list[Any]  # the user's own application security groups every NIC joins
+
+
+@dataclass
+class ExistingGroup:
+    """A resource group the program owns, named like a ResourceGroup resource's outputs."""
+
+    name: pulumi.Output[str]
+    id: pulumi.Output[str]
+
+
+def existing_group(name: pulumi.Input[str], subscription: pulumi.Input[str]) -> ExistingGroup:
+    group = pulumi.Output.from_input(name)
+    return ExistingGroup(
+        name=group,
+        id=pulumi.Output.concat("/subscriptions/", subscription, "/resourceGroups/", group),
+    )
 
 
 def build_network(
-    name: str, spec: ClusterSpec, tags: dict[str, str], opts: pulumi.ResourceOptions
+    name: str,
+    spec: ClusterSpec,
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+    brought: Brought | None = None,
+    subscription: pulumi.Input[str] | None = None,
 ) -> Network:
-    """Resource group, VNet + subnet, and an NSG letting SSH in from spec.ssh_cidrs only."""
+    """Resource group, VNet + subnet, and an NSG letting SSH in from spec.ssh_cidrs only; the
+    user's own group, subnet or NSG instead of each where `brought` names one."""
+    brought = brought or Brought()
     location = spec.effective_region
-    rg = az.resources.ResourceGroup(f"{name}-rg", location=location, tags=tags, opts=opts)
+    rg: Any
+    if brought.resource_group_name is not None:
+        assert subscription is not None
+        rg = existing_group(brought.resource_group_name, subscription)
+    else:
+        rg = az.resources.ResourceGroup(f"{name}-rg", location=location, tags=tags, opts=opts)
     common: dict[str, Any] = {"resource_group_name": rg.name, "location": location, "tags": tags}
+    extra = list(brought.application_security_group_ids)
+    ssh_asg = None
+    if brought.network_security_group_id is not None:
+        nsg_id = brought.network_security_group_id  # its rules decide SSH (check_spec)
+    else:
+        ssh_asg = az.network.ApplicationSecurityGroup(f"{name}-ssh-asg", opts=opts, **common)
+        nsg_id = ssh_nsg(name, spec, ssh_asg, common, opts).id
+    if brought.subnet_id is not None:
+        # The user's subnet, left as it is: its NSG, routes and egress are theirs.
+        return Network(rg, common, brought.subnet_id, nsg_id, ssh_asg, extra)
     vnet = az.network.VirtualNetwork(
         f"{name}-vnet",
         address_space=az.network.AddressSpaceArgs(address_prefixes=[VNET_CIDR]),
@@ -55,8 +95,25 @@ def build_network(
     nat = None
     if not spec.public_workers and spec.nodes > 1:
         nat = worker_nat(name, common, opts)
-    ssh_asg = az.network.ApplicationSecurityGroup(f"{name}-ssh-asg", opts=opts, **common)
-    nsg = az.network.NetworkSecurityGroup(
+    # The NSG on the subnet as well as on each NIC: a NIC made later in the subnet without it
+    # (by hand, or another tool) is still behind the rules.
+    subnet = az.network.Subnet(
+        f"{name}-subnet",
+        resource_group_name=rg.name,
+        virtual_network_name=vnet.name,
+        address_prefix=SUBNET_CIDR,
+        nat_gateway=az.network.SubResourceArgs(id=nat.id) if nat else None,
+        network_security_group=az.network.NetworkSecurityGroupArgs(id=nsg_id),
+        opts=opts,
+    )
+    return Network(rg, common, subnet.id, nsg_id, ssh_asg, extra)
+
+
+def ssh_nsg(
+    name: str, spec: ClusterSpec, ssh_asg: Any, common: dict[str, Any], opts: pulumi.ResourceOptions
+) -> Any:
+    """An NSG letting SSH in from spec.ssh_cidrs to the NICs in `ssh_asg` only."""
+    return az.network.NetworkSecurityGroup(
         f"{name}-nsg",
         security_rules=[
             az.network.SecurityRuleArgs(
@@ -78,18 +135,6 @@ def build_network(
         opts=opts,
         **common,
     )
-    # The NSG on the subnet as well as on each NIC: a NIC made later in the subnet without it
-    # (by hand, or another tool) is still behind the rules.
-    subnet = az.network.Subnet(
-        f"{name}-subnet",
-        resource_group_name=rg.name,
-        virtual_network_name=vnet.name,
-        address_prefix=SUBNET_CIDR,
-        nat_gateway=az.network.SubResourceArgs(id=nat.id) if nat else None,
-        network_security_group=az.network.NetworkSecurityGroupArgs(id=nsg.id),
-        opts=opts,
-    )
-    return Network(rg=rg, common=common, subnet=subnet, nsg=nsg, ssh_asg=ssh_asg)
 
 
 def worker_nat(name: str, common: dict[str, Any], opts: pulumi.ResourceOptions) -> Any:
@@ -129,19 +174,19 @@ def public_nic(
     nic = az.network.NetworkInterface(
         f"{name}-nic",
         enable_accelerated_networking=True,
-        network_security_group=az.network.NetworkSecurityGroupArgs(id=net.nsg.id),
+        network_security_group=az.network.NetworkSecurityGroupArgs(id=net.nsg_id),
         ip_configurations=[
             az.network.NetworkInterfaceIPConfigurationArgs(
                 name="primary",
                 primary=True,
-                subnet=az.network.SubnetArgs(id=net.subnet.id),
+                subnet=az.network.SubnetArgs(id=net.subnet_id),
                 private_ip_allocation_method="Dynamic",
                 public_ip_address=az.network.PublicIPAddressArgs(id=pip.id) if pip else None,
                 application_security_groups=[
-                    az.network.ApplicationSecurityGroupArgs(id=net.ssh_asg.id)
+                    az.network.ApplicationSecurityGroupArgs(id=a)
+                    for a in ([net.ssh_asg.id] if public and net.ssh_asg else []) + net.extra_asgs
                 ]
-                if public
-                else None,
+                or None,
             )
         ],
         opts=opts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
@@ -28,6 +29,15 @@ ADMIN_DISALLOWED = frozenset(
 GRACE_S = 30 * 60
 _USER_FIRST = set("abcdefghijklmnopqrstuvwxyz_")
 _USER_CHARS = _USER_FIRST | set("0123456789-")
+SUBNET_ID = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
+    r"virtualNetworks/[^/]+/subnets/[^/]+$",
+    re.IGNORECASE,
+)
+SUBNET_FORM = (
+    "/subscriptions/<sub>/resourceGroups/<group>/providers/Microsoft.Network/"
+    "virtualNetworks/<vnet>/subnets/<subnet>"
+)
 
 
 def check_tags(tags: dict[str, str]) -> None:
@@ -84,6 +94,33 @@ def spec_rules(spec: ClusterSpec) -> None:
     check_admin(spec.effective_ssh_user)
     check_spot(spec)
     check_zones(spec)
+    check_network(spec)
+
+
+def check_network(spec: ClusterSpec) -> None:
+    """A VNet id alone: refused (it does not say which subnet the NICs join, and gpufleet
+    would otherwise make a VNet of its own, silently); a subnet id that is no ARM subnet id."""
+    if spec.vpc_id:
+        raise SpecError(
+            "vpc_id",
+            f"{spec.vpc_id!r}: on Azure a VNet alone does not say which subnet the nodes join "
+            "(and gpufleet would not use it)",
+            "give subnet_id, the ARM id of a subnet in that VNet "
+            "(`az network vnet subnet list -g <group> --vnet-name <vnet> --query [].id`), "
+            "and drop vpc_id",
+        )
+    if spec.subnet_id:
+        check_subnet_id(spec.subnet_id)
+
+
+def check_subnet_id(subnet_id: str) -> None:
+    """Refuse a plain subnet id that is not an ARM subnet id."""
+    if not SUBNET_ID.match(subnet_id):
+        raise SpecError(
+            "subnet_id",
+            f"{subnet_id!r} is not the ARM id of a subnet",
+            f"give the subnet's id, {SUBNET_FORM} (`az network vnet subnet show --query id`)",
+        )
 
 
 def check_zones(spec: ClusterSpec) -> None:
@@ -116,9 +153,20 @@ def check_spot(spec: ClusterSpec) -> None:
         )
 
 
-def check_spec(spec: ClusterSpec) -> None:
+def check_spec(spec: ClusterSpec, own_nsg: bool = False) -> None:
     """What only the component checks (ClusterSpec validation ran spec_rules): ssh_cidrs, which
-    the CLI fills in after the spec is made."""
+    the CLI fills in after the spec is made; with the user's own NSG (`own_nsg`) its rules
+    alone decide who reaches SSH, so ssh_cidrs would be ignored: refused."""
+    if own_nsg:
+        if spec.ssh_cidrs:
+            raise SpecError(
+                "ssh_cidrs",
+                "is set, but network_security_group_id replaces gpufleet's NSG, whose rule is "
+                "what ssh_cidrs would make; it would be ignored",
+                "drop ssh_cidrs and let SSH in to the head in your NSG's rules, or drop "
+                "network_security_group_id",
+            )
+        return
     if not spec.ssh_cidrs:
         raise SpecError(
             "ssh_cidrs",

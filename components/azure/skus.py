@@ -101,11 +101,14 @@ def sku_problem(
 
 
 def arm_credentials() -> tuple[str, str]:
-    """(subscription id, ARM token) of the credentials the azure-native provider uses."""
+    """(subscription id, ARM token) of the credentials the fleet's azure-native provider uses
+    (the explicit one where the fleet is given one: components/invokes.py)."""
     import pulumi_azure_native as az
 
-    config = az.authorization.get_client_config()
-    return config.subscription_id, az.authorization.get_client_token().token
+    from gpufleet.components.invokes import lookup_opts
+
+    config = az.authorization.get_client_config(opts=lookup_opts())
+    return config.subscription_id, az.authorization.get_client_token(opts=lookup_opts()).token
 
 
 def check_offered(spec: ClusterSpec, instance_type: str) -> Offered:

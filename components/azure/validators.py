@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.error
 import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.components.azure.byo import brought
 from gpufleet.components.azure.network import HPC_IMAGE
 from gpufleet.components.azure.security import trusted_launch
 from gpufleet.components.azure.skus import ARM, http_get
 from gpufleet.components.catalog import lookup
 from gpufleet.components.errors import GpufleetError
-from gpufleet.components.validators import Validator, arm_get, refuse
+from gpufleet.components.invokes import lookup_opts
+from gpufleet.components.validators import Unanswered, Validator, arm_get, refuse
 
 if TYPE_CHECKING:
     from gpufleet.components.catalog import InstanceType
@@ -23,6 +26,9 @@ USAGES_VERSION = "2023-07-01"
 IMAGES_VERSION = "2024-07-01"
 GROUPS_VERSION = "2021-04-01"
 VMS_VERSION = "2024-07-01"
+NETWORK_VERSION = "2024-05-01"
+# InfiniBand/RDMA reserves it on ND VMs (facts §0.11): a subnet inside it breaks the fabric.
+RDMA_RANGE = ipaddress.ip_network("172.16.0.0/16")
 QUOTA_DOC = "https://learn.microsoft.com/azure/quotas/per-vm-quota-requests"
 # The usages API's quota name (name.value) per size series: the family the size bills against.
 FAMILIES = (
@@ -47,14 +53,15 @@ def _key(name: str) -> str:
 
 
 def _arm() -> tuple[str, Callable[[str], dict[str, Any]]]:
-    """(subscription, GET) of the provider's credentials, or of a test's FakeAccount."""
+    """(subscription, GET) of the fleet's provider's credentials (the explicit provider where
+    it has one), or of a test's FakeAccount."""
     import pulumi_azure_native as az
 
-    subscription = az.authorization.get_client_config().subscription_id
+    subscription = az.authorization.get_client_config(opts=lookup_opts()).subscription_id
     fake = arm_get()
     if fake is not None:
         return subscription, fake
-    token = az.authorization.get_client_token().token
+    token = az.authorization.get_client_token(opts=lookup_opts()).token
     return subscription, lambda url: http_get(url, token)
 
 
@@ -87,13 +94,23 @@ def own_vcpus(
     """vCPUs this cluster's VMs already hold, per quota name (a re-apply keeps or replaces
     them, so they are no new demand): its resource group is the one tagged with its name (ARM
     autonames the group, so the name alone does not find it); none is a new cluster."""
-    query = urllib.parse.quote(f"tagName eq 'gpufleet-cluster' and tagValue eq '{spec.name}'")
-    groups = _pages(
-        get,
-        f"{ARM}/subscriptions/{subscription}/resourcegroups?$filter={query}"
-        f"&api-version={GROUPS_VERSION}",
-        f"for the resource group of {spec.name}",
-    )
+    shared = brought().resource_group_name
+    if shared is not None:
+        why = brought().unknown("resource_group_name")
+        if why:
+            raise Unanswered(f"{why} (the cluster's own VMs are found in it)")
+        # The user's group, not tagged with the cluster: its VMs that are, below.
+        groups = [
+            {"id": f"/subscriptions/{subscription}/resourceGroups/{shared}", "location": location}
+        ]
+    else:
+        query = urllib.parse.quote(f"tagName eq 'gpufleet-cluster' and tagValue eq '{spec.name}'")
+        groups = _pages(
+            get,
+            f"{ARM}/subscriptions/{subscription}/resourcegroups?$filter={query}"
+            f"&api-version={GROUPS_VERSION}",
+            f"for the resource group of {spec.name}",
+        )
     held: dict[str, int] = {}
     for group in groups:
         if _key(group.get("location") or "") != _key(location) or not group.get("id"):
@@ -109,6 +126,8 @@ def own_vcpus(
                 continue  # the group went between the two calls
             raise
         for vm in vms:
+            if shared is not None and (vm.get("tags") or {}).get("gpufleet-cluster") != spec.name:
+                continue  # another's VM in the user's group
             props = vm.get("properties") or {}
             size = (props.get("hardwareProfile") or {}).get("vmSize") or ""
             try:
@@ -129,6 +148,7 @@ def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
     location = spec.effective_region
     assert location is not None  # azure has a default region
     subscription, get = _arm()
+    held = own_vcpus(get, subscription, spec, location)
     usages = _pages(
         get,
         f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/"
@@ -136,7 +156,6 @@ def check_quota(spec: ClusterSpec, it: InstanceType) -> str | None:
         f"for the vCPU quotas of {location}",
     )
     by_name = {_key((u.get("name") or {}).get("value", "")): u for u in usages}
-    held = own_vcpus(get, subscription, spec, location)
     need = spec.nodes * it.vcpus
     # "Azure Spot Virtual Machines will have a separate quota pool" (spot-vms FAQ).
     wanted = [SPOT] if spec.spot else [family(it.name), REGIONAL]
@@ -233,4 +252,81 @@ IMAGE = Validator(
     check_image,
     applies="clusters on the pinned marketplace image (no image:)",
 )
-VALIDATORS = [QUOTA, IMAGE]
+
+
+def check_subnet(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The user's subnet (subnet_id) exists in the provider's subscription, in the fleet's
+    region, off the InfiniBand range, and delegated to no service (a delegated subnet takes no
+    VM NIC). An Output id (a subnet this program makes) is not known yet: skipped."""
+    own = brought()
+    subnet = own.subnet_id if own.subnet_id is not None else spec.subnet_id
+    if subnet is None:
+        return None
+    why = own.unknown("subnet_id")
+    if why:
+        raise Unanswered(why)
+    location = spec.effective_region
+    assert location is not None
+    vnet_id, _, name = str(subnet).rpartition("/subnets/")
+    subscription, get = _arm()
+    theirs = vnet_id.split("/")[2] if vnet_id.count("/") > 2 else ""
+    if theirs.lower() != subscription.lower():
+        raise refuse(
+            SUBNET,
+            f"subnet_id is in subscription {theirs}, the provider deploys to {subscription} "
+            "(a NIC joins a VNet of its own subscription only)",
+            "give a subnet of the provider's subscription, or the provider that subscription",
+        )
+    try:
+        vnet = _ask(get, f"{ARM}{vnet_id}?api-version={NETWORK_VERSION}", f"for VNet {vnet_id}")
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise GpufleetError(
+                f"could not ask Azure for VNet {vnet_id}: HTTP {e.code}",
+                hint="check the provider's credentials (Reader on the VNet), then run again; "
+                "nothing was created",
+            ) from e
+        raise refuse(SUBNET, f"VNet {vnet_id} does not exist", "check subnet_id") from None
+    if _key(vnet.get("location") or "") != _key(location):
+        raise refuse(
+            SUBNET,
+            f"VNet {vnet.get('name')} is in {vnet.get('location')}, the fleet in {location} "
+            "(a NIC joins a VNet of its own region)",
+            f"give a subnet of a VNet in {location}, or set region: {vnet.get('location')}",
+        )
+    found = [
+        s
+        for s in (vnet.get("properties") or {}).get("subnets") or []
+        if str(s.get("name", "")).lower() == name.lower()
+    ]
+    if not found:
+        raise refuse(SUBNET, f"VNet {vnet.get('name')} has no subnet {name}", "check subnet_id")
+    props = found[0].get("properties") or {}
+    prefixes = props.get("addressPrefixes") or [props.get("addressPrefix")]
+    inside = [p for p in prefixes if p and ipaddress.ip_network(p).overlaps(RDMA_RANGE)]
+    if inside:
+        raise refuse(
+            SUBNET,
+            f"subnet {name} ({', '.join(inside)}) overlaps 172.16.0.0/16, which InfiniBand "
+            "reserves on ND VMs",
+            "give a subnet outside 172.16.0.0/16",
+        )
+    if props.get("delegations"):
+        services = [d.get("properties", {}).get("serviceName") for d in props["delegations"]]
+        raise refuse(
+            SUBNET,
+            f"subnet {name} is delegated to {', '.join(map(str, services))}, which takes no VM",
+            "give an undelegated subnet",
+        )
+    egress = "" if props.get("natGateway") else "; no NAT gateway: the workers need other egress"
+    return f"{name} in {vnet.get('name')} ({location}), {', '.join(filter(None, prefixes))}{egress}"
+
+
+SUBNET = Validator(
+    "azure",
+    "the subnet brought can hold the nodes",
+    f"ARM Virtual Networks - Get (api-version {NETWORK_VERSION}) of the subnet's VNet",
+    check_subnet,
+    applies="clusters given subnet_id (skipped while it is an Output of the program)",
+)
+VALIDATORS = [QUOTA, IMAGE, SUBNET]

@@ -163,6 +163,14 @@ def _recorded(name: str) -> tuple[ClusterInfo | None, Estimate | None]:
     return info, est
 
 
+def _adopted(name: str) -> bool:
+    """A cluster `attach` adopted: `down` forgets it, its stack stays."""
+    from gpufleet.clusters.attach import is_adopted
+
+    info, _ = _recorded(name)
+    return info is not None and is_adopted(info)
+
+
 def down(
     names: Annotated[
         list[str], typer.Argument(help="cluster names", autocompletion=completers.clusters)
@@ -170,7 +178,7 @@ def down(
     all_: Annotated[bool, typer.Option("--all", help="every recorded cluster")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --all)")] = False,
 ) -> None:
-    """Remove clusters and everything they created.
+    """Remove clusters and everything they created (an attached one: forget it only).
 
     Every named cluster is removed even if some are unknown or fail; exits 2 if a name was
     unknown, 8 if a removal failed. A cluster already gone is not an error.
@@ -194,8 +202,9 @@ def down(
     unknown, failed = [], []
     for name in targets:
         try:
+            adopted = _adopted(name)
             if ops.destroy_name(name, progress):
-                progress(f"cluster {name} removed")
+                progress(f"cluster {name} {'forgotten' if adopted else 'removed'}")
             elif all_ or state.was_removed(name):
                 progress(f"cluster {name}: already gone")
             elif (expired := state.expired_at(name)) is not None:
@@ -360,3 +369,6 @@ def register(app: typer.Typer) -> None:
     app.command("list")(list_clusters)
     app.command()(extend)
     app.command()(sweep)
+    from gpufleet.cli import attach  # a fleet made with plain `pulumi up`
+
+    attach.register(app)

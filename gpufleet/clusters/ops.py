@@ -66,9 +66,14 @@ def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> P
 
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:
-    """Remove every resource of a cluster, then its record."""
+    """Remove every resource of a cluster, then its record; an adopted one (`attach`) only
+    forgets its record: its stack is its owner's to destroy."""
+    from gpufleet.clusters import attach
     from gpufleet.remote import head, holder
 
+    if attach.is_adopted(info):
+        attach.release(info, progress)
+        return
     holder.stop(info.name)
     head.stop_mux(info)
     for_cloud(info.cloud, **options).down(info, progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+from gpufleet.components.contract import hostfile_lines
 from gpufleet.components.errors import SpecError
 from gpufleet.remote import sshconfig
 
@@ -40,14 +41,9 @@ def render(
     if fmt == "env":
         pairs = env_vars(info, slots_per_node).items()
         return "".join(f"{k}={shlex.quote(v)}\n" for k, v in pairs)
-    lines = []
-    for n in info.nodes:
-        k = slots(n, slots_per_node)
-        host = sshconfig.alias(info, n) if aliases else n.private_ip
-        if fmt in ("openmpi", "deepspeed"):
-            lines.append(f"{host} slots={k}")
-        elif fmt == "mpich":
-            lines.append(f"{host}:{k}")
-        else:
-            lines.append(host)
-    return "\n".join(lines) + "\n"
+    # one renderer: the stack's `hostfile` output is this text too (components/contract.py)
+    hosts = [
+        (sshconfig.alias(info, n) if aliases else n.private_ip, slots(n, slots_per_node))
+        for n in info.nodes
+    ]
+    return hostfile_lines(hosts, fmt)

@@ -46,6 +46,15 @@ def assert_contract(p: Plan, nodes: int) -> None:
             assert n.host_key and n.bootstrap_host_key
             assert f"{n.private_ip} {n.host_key}" in p.outputs["known_hosts"]
     assert info.expires_at == 1_900_000_000
+    # what a plain-`pulumi` user reaches the nodes with: the CLI's own renderings of the same
+    from gpufleet.jobs import hostfile
+
+    assert p.outputs["head_address"] == info.head.public_ip
+    assert p.outputs["hostfile"] == hostfile.render(info, "openmpi")
+    hosts = [ln.split()[1:] for ln in p.outputs["ssh_config"].splitlines() if ln[:5] == "Host "]
+    assert hosts == [[info.name, f"{info.name}-node-0"]] + [
+        [f"{info.name}-{n.name}"] for n in info.nodes[1:]
+    ]
 
 
 def tagged_with_cluster(tags: dict | None, cluster: str) -> bool:

@@ -235,9 +235,9 @@ def test_an_image_version_that_exists_passes():
     assert image.status == "passed" and image.detail.endswith("in eastus")
 
 
-def test_offline_both_are_skipped_with_the_reason():
+def test_offline_every_check_is_skipped_with_the_reason():
     built, _ = run("azure-nd-a100", None)  # type: ignore[arg-type]
-    assert [c.status for c in built[0].checks] == ["skipped", "skipped"]
+    assert [c.status for c in built[0].checks] == ["skipped", "skipped", "skipped"]
 
 
 def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins_it():

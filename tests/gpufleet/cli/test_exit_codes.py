@@ -23,6 +23,10 @@ RUN = ["run", "--workdir", EX]
 # every command that names a cluster an unknown ("nope") and an expired ("old") one.
 # "t" is a recorded 2-node cluster (no node runs: each case fails before connecting).
 CASES: dict[str, list[tuple[list[str], ExitCode, str]]] = {
+    "attach": [
+        (["attach", "t", "--outputs", "o.json", "--stack", "x"], USAGE, "reads no stack"),
+        (["attach", "p5", "--outputs", "/nonexistent/o.json"], USAGE, "cannot read"),
+    ],
     "catalog": [
         (["catalog", "--gpu", "Z999"], USAGE, "gpu: no instance type has a GPU matching 'Z999'"),
         (["catalog", "--cloud", "ibm"], USAGE, "'ibm' has no catalog"),
