@@ -37,6 +37,22 @@ class NotFleetOutputs(GpufleetError):
     exit_code = ExitCode.USAGE
 
 
+class ExtendAdopted(GpufleetError):
+    """`extend` of an adopted cluster: its expiry is its stack's ttl_minutes, not gpufleet's."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, info: ClusterInfo):
+        super().__init__(
+            f"cannot extend {info.name!r}: it was attached from a stack gpufleet did not create, "
+            "and gpufleet changes nothing on its nodes",
+            hint="its expiry is the stack's: its owner raises ttl_minutes and runs `pulumi up` "
+            '(on a live cluster that makes new nodes: docs/pulumi.md, "Across the expiry"), '
+            f"then `gpufleet attach {info.name} ...` again",
+        )
+        self.name = info.name
+
+
 def is_adopted(info: Any) -> bool:
     return bool(getattr(info, "provider", {}).get(ADOPTED))
 

@@ -390,13 +390,18 @@ class PulumiProvisioner:
             ) from e
 
     def extend(self, info: ClusterInfo, expires_at: float) -> None:
-        """Move the cluster's hard expiry on its nodes, over SSH (the stack keeps its own).
+        """Move the cluster's hard expiry on its nodes, over SSH, then record it in the stack's
+        config (`gpufleet:extendedTo`), where the program's refusal of an expired cluster reads
+        it: a later `pulumi up` / `preview` between the old and the new expiry keeps the live
+        nodes instead of calling them expired.
 
         The nodes' user data, tags and labels keep the creation-time expiry: changing them
         would make the clouds replace or refuse the VMs (docs/decisions.md, "Expiry is fixed
         once per cluster"). Refused before anything changes where the cloud itself would remove
-        the VMs earlier (GCP's terminationTime).
+        the VMs earlier (GCP's terminationTime). Nodes first: a stack that says "extended" over
+        nodes that were not would let a refresh's `up` create them again past their expiry.
         """
+        from gpufleet.components.expiry import EXTENDED_KEY
         from gpufleet.components.registry import refuse_extension
         from gpufleet.core.errors import ExtendRefused
         from gpufleet.provision.nodeexpiry import write_node_expiry
@@ -406,7 +411,19 @@ class PulumiProvisioner:
             refusal = refuse_extension(info.cloud, float(created), expires_at)
             if refusal:
                 raise ExtendRefused(info.name, float(created), *refusal)
+        find_pulumi()
+        _import_sdk()
         write_node_expiry(info, expires_at)
+        stack = _stack(info.provider.get("stack") or info.name, info.provider.get("backend"))
+        try:
+            stack.set_config(f"{PROJECT}:{EXTENDED_KEY}", _config_value(str(int(expires_at))))
+        except Exception as e:
+            raise GpufleetError(
+                f"the nodes of {info.name!r} took the new expiry, but its stack {stack.name} "
+                f"did not record it: {str(e).strip()[-600:]}",
+                hint=f"run `gpufleet extend {info.name} ...` again (the record keeps the old "
+                "expiry until then)",
+            ) from e
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.

@@ -192,3 +192,20 @@ def test_a_bad_name_is_refused():
     with pytest.raises(GpufleetError):
         attach.attach("Not/A/Name", outputs(), quiet, source={})
     assert not os.path.exists(state.home() / "clusters" / "Not")
+
+
+def test_extend_of_an_adopted_cluster_is_refused_and_touches_nothing(monkeypatch):
+    """gpufleet changes nothing on nodes it did not create: no new expiry over SSH, none in the
+    stack; the record keeps the stack's expiry, and the fix is the stack owner's."""
+
+    def no_provisioner(*_a, **_k):
+        raise AssertionError("extend of an adopted cluster reached the provisioner")
+
+    monkeypatch.setattr(ops, "for_cloud", no_provisioner)
+    info = attach.attach("mine", outputs(), quiet, source={"stack": "dev", "cwd": "/proj"})
+    with pytest.raises(GpufleetError) as e:
+        ops.extend("mine", 120)
+    assert "cannot extend 'mine'" in e.value.message and "did not create" in e.value.message
+    assert "ttl_minutes" in e.value.hint and "gpufleet attach mine" in e.value.hint
+    assert e.value.exit_code == 2
+    assert state.load("mine").expires_at == info.expires_at

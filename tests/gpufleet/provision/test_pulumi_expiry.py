@@ -267,3 +267,25 @@ def test_an_empty_file_backend_is_answered_without_the_pulumi_cli(gpufleet_home,
 
     monkeypatch.setattr(pp, "_workspace", no_cli)
     assert pp.stack_resources("t", f"file://{gpufleet_home}/pulumi") is None
+
+
+def test_a_re_apply_after_the_original_expiry_keeps_an_extended_cluster(monkeypatch):
+    """`gpufleet extend` moved the nodes' clock 2 h past the expiry in state (created 5 h ago,
+    4 h TTL) and recorded it as gpufleet:extendedTo: a later `pulumi up --refresh` finds the
+    nodes there and keeps them (no refusal), and every node's tags keep the creation-time
+    expiry (no replacement). Without the record the same run is refused."""
+    from gpufleet.components.stackconfig import build, exports
+
+    created = int(time.time()) - 5 * HOUR
+    s = spec(ssh_cidrs=["203.0.113.7/32"], zones=["us-east-1b"])
+    base = {"aws:region": "us-east-1"}
+    extended = {**base, "gpufleet:extendedTo": str(int(time.time()) + 2 * HOUR)}
+    with expiry.applied(created, 240):
+        plan = evaluate(lambda: exports(build(s)), config=extended)
+    instances = plan.of_type(INSTANCE)
+    assert len(instances) == 2
+    tags = {i.inputs["tags"]["gpufleet-expires"] for i in instances}
+    assert tags == {str(created + 4 * HOUR)}
+    assert plan.outputs["expires_at"] == created + 4 * HOUR
+    with expiry.applied(created, 240), pytest.raises(Exception, match="expired at"):
+        evaluate(lambda: exports(build(s)), config=base)
