@@ -289,3 +289,20 @@ def test_a_re_apply_after_the_original_expiry_keeps_an_extended_cluster(monkeypa
     assert plan.outputs["expires_at"] == created + 4 * HOUR
     with expiry.applied(created, 240), pytest.raises(Exception, match="expired at"):
         evaluate(lambda: exports(build(s)), config=base)
+
+
+@pytest.mark.parametrize(
+    "project", ["Pulumi.yaml", "examples/pulumi-aws-own-vpc/Pulumi.yaml",
+                "examples/pulumi-yaml/Pulumi.yaml"],
+)  # fmt: skip
+def test_every_project_refreshes_before_up_preview_and_destroy(project):
+    """Pulumi's project file reference (pulumi.com/docs/iac/concepts/projects/project-file/,
+    read 2026-11-25), `options.refresh`: "Set to `always` to always run a refresh as part of a
+    pulumi update / preview / destroy". Without it a plain `pulumi up` after expiry shows no
+    changes while the nodes are gone."""
+    import yaml
+
+    from tests.integration.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / project).read_text())
+    assert doc.get("options", {}).get("refresh") == "always"
