@@ -135,6 +135,7 @@ def run_up(monkeypatch, s: ClusterSpec, backend: str, provider: str | None = Non
         return Stack(calls)
 
     monkeypatch.setattr(pp, "_stack", fake_stack)
+    monkeypatch.setattr(pp, "stack_resources", lambda name, backend: None)  # no such stack yet
     # pulumi-policy (the `pulumi` extra) may be missing from this venv; the pack's own tests
     # run it (tests/policy)
     import importlib.util
