@@ -135,12 +135,17 @@ def node_states(info: ClusterInfo) -> dict[str, str]:
     return for_cloud(info.cloud).status(info)
 
 
-def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecord, str]]:
+def stale_stacks(
+    stacks: list[StackRecord], now: float, *, shared: bool = False
+) -> list[tuple[StackRecord, str]]:
     """The cloud stacks `sweep` removes, each with why: past its expiry, or no live CLI owns
     its cluster here (no record, or the `run` that owns it is dead). An image bake's stack
     (its gpufleet_kind output is "bake"; never its name: a cluster's name may end in -image
     in records made before the spec refused it) is stale once no `gpufleet image bake` here
-    holds its name: a live one removes its builder itself."""
+    holds its name: a live one removes its builder itself.
+
+    On a `shared` backend (a bucket, Pulumi Cloud) a stack with no record here may be a
+    teammate's: only its expiry makes it stale."""
     stale = []
     for s in stacks:
         if state.locked(s.cluster):
@@ -151,6 +156,8 @@ def stale_stacks(stacks: list[StackRecord], now: float) -> list[tuple[StackRecor
                 expires = state.load(s.cluster).expires_at or expires
         if expires is not None and expires <= now:
             why = f"expired {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))}"
+        elif shared and not state.known(s.cluster):
+            continue  # another machine's, live until its expiry
         elif s.kind == "bake":
             why = "an image bake no live `gpufleet image bake` here holds"
         elif not state.known(s.cluster):

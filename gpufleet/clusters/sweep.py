@@ -82,7 +82,9 @@ def _sweep_stacks(
         return 0  # an empty file backend: no Pulumi CLI needed to know there is nothing
     stale = [
         (s, why)
-        for s, why in ops.stale_stacks(pulumi.list_stacks(backend), time.time())
+        for s, why in ops.stale_stacks(
+            pulumi.list_stacks(backend), time.time(), shared=pulumi.is_shared(backend)
+        )
         if s.cluster not in skip
     ]
     for s, why in stale:

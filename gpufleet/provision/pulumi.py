@@ -498,10 +498,14 @@ def list_stacks(backend: str | None = None) -> list[StackRecord]:
     def record(name: str) -> StackRecord:
         outputs = {k: v.value for k, v in ws.stack_outputs(name).items()}
         expires = outputs.get("expires_at")
+        expires_at = float(expires) if expires not in (None, "") else None
+        extended = _extended_to(ws, name)
+        if expires_at is not None and extended is not None:
+            expires_at = max(expires_at, extended)
         return StackRecord(
             stack=name,
             cluster=str(outputs.get("cluster_name") or name),
-            expires_at=float(expires) if expires not in (None, "") else None,
+            expires_at=expires_at,
             kind=str(outputs["gpufleet_kind"]) if outputs.get("gpufleet_kind") else None,
         )
 
@@ -510,6 +514,27 @@ def list_stacks(backend: str | None = None) -> list[StackRecord]:
     # Each stack_outputs runs the Pulumi CLI twice (masked, then --show-secrets): in parallel.
     with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
         return list(pool.map(record, names))
+
+
+def _extended_to(ws: Any, name: str) -> float | None:
+    """The expiry `gpufleet extend` recorded in a stack's config (on whichever machine ran
+    it), or None: its outputs keep the creation-time expiry, which the nodes outlive."""
+    from gpufleet.components.expiry import EXTENDED_KEY
+
+    get = getattr(ws, "get_config", None)
+    if get is None:
+        return None
+    try:
+        value = get(name, f"{PROJECT}:{EXTENDED_KEY}").value
+        return float(value)
+    except Exception:  # noqa: BLE001 -- no such key (CommandError), or not a number
+        return None
+
+
+def is_shared(backend: str | None = None) -> bool:
+    """A backend other machines use too (a bucket, Pulumi Cloud): its stacks without a record
+    here may be a teammate's live clusters."""
+    return not backend_url(backend, mkdir=False).startswith("file://")
 
 
 def remove_stack(name: str, backend: str | None, progress: Progress) -> None:

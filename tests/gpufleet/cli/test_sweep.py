@@ -27,6 +27,7 @@ class FakeBackend:
 
     def __init__(self, outputs: dict[str, dict]):
         self.outputs = outputs
+        self.config: dict[str, dict[str, str]] = {}
         self.calls: list[tuple[str, str]] = []
 
     def list_stacks(self):
@@ -34,6 +35,13 @@ class FakeBackend:
 
     def stack_outputs(self, name):
         return {k: SimpleNamespace(value=v, secret=False) for k, v in self.outputs[name].items()}
+
+    def get_config(self, name, key):
+        """Like `pulumi config get`: a key the stack lacks is an error (CommandError)."""
+        value = self.config.get(name, {}).get(key)
+        if value is None:
+            raise RuntimeError(f"configuration key '{key}' not found for stack '{name}'")
+        return SimpleNamespace(value=value, secret=False)
 
     def stack(self, name, _backend, _program=None):
         backend = self
@@ -188,4 +196,35 @@ def test_an_extended_cluster_is_not_swept_past_its_stacks_expiry(backend, capsys
     backend.outputs["ext"] = outputs("ext", now - 60)  # its creation-time expiry has passed
     assert main(["sweep", "--yes"]) == 0
     assert backend.calls == [] and state.exists("ext")
+    assert "nothing to sweep" in capsys.readouterr().err
+
+
+def test_on_a_shared_backend_a_teammates_live_stack_is_not_swept(backend, capsys):
+    """On a bucket (or Pulumi Cloud) other machines keep their stacks too: a stack with no
+    record here is a teammate's cluster until its expiry, never a leftover of this machine."""
+    scene(backend)
+    assert main(["sweep", "--yes", "--backend", "s3://team-state"]) == 0
+    err = capsys.readouterr().err
+    # no-record, half-made and the bake are another machine's, live: kept
+    assert destroyed(backend) == {"run-dead", "kept-expired"}
+    assert {"no-record", "half-made", "t-image"} <= set(backend.outputs)
+    assert "no record of its cluster here" not in err
+
+
+def test_on_a_shared_backend_an_expired_stack_with_no_record_here_is_swept(backend, capsys):
+    now = time.time()
+    backend.outputs["old"] = outputs("old", now - 60)
+    assert main(["sweep", "--yes", "--backend", "s3://team-state"]) == 0
+    assert destroyed(backend) == {"old"}
+    assert "stack old (cluster old): expired" in capsys.readouterr().err
+
+
+def test_an_extension_recorded_in_the_stack_keeps_it_from_another_machines_sweep(backend, capsys):
+    """`gpufleet extend` writes gpufleet:extendedTo into the stack's config; a machine with no
+    record of the cluster judges the stack by it, not by the creation-time expires_at output."""
+    now = time.time()
+    backend.outputs["ext"] = outputs("ext", now - 60)
+    backend.config["ext"] = {"gpufleet:extendedTo": str(int(now + 86400))}
+    assert main(["sweep", "--yes", "--backend", "s3://team-state"]) == 0
+    assert backend.calls == []
     assert "nothing to sweep" in capsys.readouterr().err
