@@ -149,7 +149,7 @@ class GpufleetComponent(pulumi.ComponentResource):
     ssh_config: pulumi.Output[str]
     """OpenSSH config for `ssh -F FILE <cluster>`: one Host per node (`<cluster>-node-K`, the
     head also `<cluster>`), workers through the head (ProxyJump). It reads the key from
-    ~/.ssh/gpufleet-<cluster> (save `ssh_private_key` there, chmod 600) and host keys from
+    ~/.ssh/gpufleet-<cluster> (save `ssh_private_key` there, mode 0600) and host keys from
     ~/.ssh/gpufleet-<cluster>.known_hosts (save `known_hosts` there); its header says how."""
     hostfile: pulumi.Output[str]
     """Open MPI / DeepSpeed hostfile, head first: `<private_ip> slots=<GPUs>` per node."""
