@@ -84,15 +84,19 @@ def ssh_config_text(cluster: str, cloud: str, ssh_user: str, nodes: list[dict[st
     key = key_file(cluster)
     pinned = any(n["host_key"].strip() for n in nodes)
     header = [
-        f"# gpufleet cluster {cluster} ({cloud}), from its stack's outputs. Save its key and",
-        "# host keys where this file looks for them, then `ssh -F THIS_FILE " + cluster + "`:",
-        f"#   pulumi stack output ssh_private_key --show-secrets > {key} && chmod 600 {key}",
+        f"# gpufleet cluster {cluster} ({cloud}), from its fleet's outputs. Save the fleet's",
+        "# ssh_private_key and known_hosts outputs where this file looks for them (your",
+        "# program's export names; sshPrivateKey/knownHosts from YAML/TypeScript), then",
+        f"# `ssh -F THIS_FILE {cluster}`:",
+        f"#   (umask 077; pulumi stack output ssh_private_key --show-secrets > {key})",
         f"#   pulumi stack output known_hosts > {key}.known_hosts",
     ]
     if not pinned:
         header += [
-            "# known_hosts is empty: the nodes made their own host keys. `gpufleet attach`",
-            "# reads them from the cloud and pins them (then: `gpufleet ssh-config NAME`).",
+            "# known_hosts is empty: the nodes made their own host keys, and ssh refuses a key",
+            "# it has not seen (StrictHostKeyChecking yes). `gpufleet attach NAME --stack STACK`",
+            "# reads them from the cloud and pins them (then `gpufleet ssh-config NAME`); or put",
+            f"# each node's key, read where its host_key_at points, in {key}.known_hosts.",
         ]
     blocks = ["\n".join(header)]
     for i, n in enumerate(nodes):

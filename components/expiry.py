@@ -12,6 +12,11 @@ import pulumi.dynamic
 
 from gpufleet.components.errors import SpecError
 
+# Stack config `gpufleet:extendedTo` (epoch seconds): the expiry `gpufleet extend` moved a
+# running cluster's nodes to. The refusal of an expired cluster waits for it; the Expiry in
+# state, the tags and the user data keep the creation-time expiry.
+EXTENDED_KEY = "extendedTo"
+
 # Under mocks (an offline plan) there is no first apply yet: creation shows as epoch 0, so the
 # plan reads "ttl_minutes after creation" and two plans of one stack are identical.
 PLANNED_CREATED_AT = 0

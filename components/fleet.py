@@ -184,7 +184,7 @@ class GpufleetComponent(pulumi.ComponentResource):
         """The nodes' expiry; refused once past, since every fleet creates or keeps nodes
         (nodes >= 1): after expiry `pulumi up --refresh` finds the instances gone, and this
         program would otherwise create them again, only for them to remove themselves."""
-        from gpufleet.components.expiry import Expiry, refuse_expired
+        from gpufleet.components.expiry import EXTENDED_KEY, Expiry, refuse_expired
 
         fixed = spec.expires_at
         if fixed is not None:  # plain input: refused before any child is registered
@@ -192,13 +192,18 @@ class GpufleetComponent(pulumi.ComponentResource):
         # Never the clock of this program run: a re-apply would change every node's user
         # data and tags, and EC2/GCE/Azure would replace or refuse them (issue 7 item 2).
         expiry = Expiry(f"{name}-expiry", spec.ttl_minutes, self.child())
+        # `gpufleet extend` moved the nodes' own clock to this time and records it here; the
+        # refusal waits for it, while tags and user data keep the creation-time expiry (changing
+        # them would replace the nodes)
+        extended = pulumi.Config("gpufleet").get_int(EXTENDED_KEY) or 0
 
         def checked(v: list[Any]) -> int:
             # Known from the state on a re-apply (also in preview); unknown on a first
             # create, where this never runs. Every tag and user data waits on it, so a
             # refusal registers no node.
             try:
-                return refuse_expired(spec.name, v[0], int(v[1]))
+                refuse_expired(spec.name, v[0], max(int(v[1]), extended))
+                return int(v[1])
             except SpecError as e:
                 self._refusal = e  # the Automation API's caller raises it as itself
                 # a plain `pulumi up` shows this diagnostic; the CLI gets the SpecError

@@ -12,8 +12,9 @@ class AzureGpuFleetArgs(FleetArgs, total=False):
 
     resource_group_name: pulumi.Input[str]
     """An existing resource group to create the fleet's resources in (its location may differ
-    from the fleet's); default: a new group of the fleet's own. In a group shared with other
-    VMs, every node may deallocate (never delete) those VMs too (its expiry's fallback)."""
+    from the fleet's); default: a new group of the fleet's own. gpufleet assigns no role on a
+    group it did not create, only on the fleet's own VMs, NICs and disks; its custom roles are
+    defined in the group, named after the cluster plus a hash of group, project and stack."""
     subnet_id: pulumi.Input[str]
     """The ARM id of an existing subnet (/subscriptions/.../virtualNetworks/V/subnets/S) the
     nodes' NICs join; gpufleet then creates no VNet, subnet or NAT gateway. The subnet must be in
@@ -22,8 +23,8 @@ class AzureGpuFleetArgs(FleetArgs, total=False):
     let SSH in to the head from ssh_cidrs and traffic within the VNet."""
     network_security_group_id: pulumi.Input[str]
     """An existing NSG for every node's NIC, replacing gpufleet's (a NIC takes one NSG): its
-    rules alone decide who reaches port 22, so ssh_cidrs must be empty."""
+    rules alone decide who reaches port 22, so ssh_cidrs must be empty. Needs subnet_id."""
     application_security_group_ids: list[pulumi.Input[str]]
     """Existing application security groups every node's NIC joins, so the rules of the NSGs
     you own (on your subnet) that name them apply to the nodes; they must be in the subnet's
-    VNet's region."""
+    VNet's region. Needs subnet_id (an ASG's NICs all share one VNet)."""

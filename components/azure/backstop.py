@@ -96,14 +96,15 @@ def absolute_backstop(
     vms: list[Any],
     expires_at: pulumi.Output[int],
     grant: Any,
-    scope: Any,
+    scopes: list[tuple[str, Any, pulumi.ResourceOptions]],
     common: dict[str, Any],
     opts: pulumi.ResourceOptions,
 ) -> Any:
     """For a TTL the daily auto-shutdown cannot cover (its schedule is Disabled): a Consumption
     Logic App (Microsoft.Logic/workflows) whose Recurrence trigger first fires at the expiry
     plus the grace and deallocates every VM, with its own identity holding `grant` (the
-    deallocate-only role) on the cluster's group. `gpufleet down` removes it with the group."""
+    deallocate-only role) on each scope of `scopes` ((resource name, scope, options): the
+    cluster's own group, or each of its VMs in a brought group). `gpufleet down` removes it."""
     definition = pulumi.Output.all(expires_at, *[vm.id for vm in vms]).apply(
         lambda v: deallocate_definition(expiry_time(v[0]), list(v[1:]))
     )
@@ -115,12 +116,13 @@ def absolute_backstop(
         opts=opts,
         **common,
     )
-    az.authorization.RoleAssignment(
-        f"{name}-expiry-role",
-        principal_id=flow.identity.apply(lambda i: i.principal_id if i else ""),
-        principal_type="ServicePrincipal",
-        role_definition_id=grant.id,
-        scope=scope,
-        opts=opts,
-    )
+    for label, scope, grant_opts in scopes:
+        az.authorization.RoleAssignment(
+            label,
+            principal_id=flow.identity.apply(lambda i: i.principal_id if i else ""),
+            principal_type="ServicePrincipal",
+            role_definition_id=grant.id,
+            scope=scope,
+            opts=grant_opts,
+        )
     return flow

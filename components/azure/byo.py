@@ -61,6 +61,8 @@ def split_args(args: Any) -> tuple[dict[str, Any], Brought]:
             "is one pulumi.Output; its length decides each NIC's groups",
             "give a list whose items may be Outputs: [asg.id, ...]",
         )
+    if subnet is None:
+        refuse_without_subnet(own)
     brought = Brought(
         resource_group_name=own.get("resource_group_name"),
         subnet_id=subnet,
@@ -68,6 +70,22 @@ def split_args(args: Any) -> tuple[dict[str, Any], Brought]:
         application_security_group_ids=list(asgs),
     )
     return plain, brought
+
+
+def refuse_without_subnet(own: dict[str, Any]) -> None:
+    """An NSG or ASGs of the user's own with no subnet_id: gpufleet would put them on the VNet
+    it makes, where the NICs could not join an ASG already used in another VNet (all NICs of an
+    ASG share one VNet) and the user's rules naming it would never meet the nodes."""
+    for field_name in ("network_security_group_id", "application_security_group_ids"):
+        if own.get(field_name):
+            raise SpecError(
+                field_name,
+                "is given without subnet_id: the nodes would join the VNet gpufleet makes, not "
+                "the network your security groups serve (an application security group's NICs "
+                "all share one VNet)",
+                f"give subnet_id too (a subnet of the VNet your groups belong to), or drop "
+                f"{field_name} and let gpufleet make its own NSG",
+            )
 
 
 _CURRENT: ContextVar[Brought | None] = ContextVar("gpufleet_azure_brought", default=None)

@@ -44,7 +44,7 @@ class AzureGpuFleet(GpufleetComponent):
         self, name: str, args: AzureGpuFleetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         fields, brought = split_args(args)
-        with_provider_region(fields, provider_location(opts))
+        region_skipped = with_provider_region(fields, provider_location(opts))
         spec = spec_from_args(self._cloud, name, fields)
         it = lookup("azure", spec.instance_type or "")
         check_spec(spec, own_nsg=brought.network_security_group_id is not None)
@@ -55,6 +55,8 @@ class AzureGpuFleet(GpufleetComponent):
             self.availability = offer_check(self._cloud)(spec, it.name).availability
             # The account (quota, image, subnet): each fact refuses with its fix, or is skipped.
             self.checks = run_validators(spec, it)
+        if region_skipped is not None:
+            self.checks.insert(0, region_skipped)
         super().__init__(name, spec, opts)
         child = self.child()
         tags = self.tags
@@ -84,8 +86,12 @@ class AzureGpuFleet(GpufleetComponent):
                 opts=child,
                 **common,
             )
-        role = node_role(name, rg, child)
-        fallback = deallocate_role(name, rg, child)
+        # A brought group holds the user's other VMs: no role is assigned on it, only on the
+        # cluster's own VMs, NICs and disks, and the roles' names say which cluster they serve.
+        shared = brought.resource_group_name is not None
+        role = node_role(name, rg, child, shared)
+        backstop = not fires_first_after_expiry(spec.ttl_minutes)
+        fallback = deallocate_role(name, rg, child, shared) if backstop or not shared else None
 
         def allow(
             label: str,
@@ -124,7 +130,10 @@ class AzureGpuFleet(GpufleetComponent):
             nic_role = allow(f"{vm_name}-nic-role", identity, nic.id)
             # Deallocate on the group, before the VM: the fallback never waits on the
             # VM-scoped assignments below (made after the VM, lost if `up` dies in between).
-            rg_role = allow(f"{vm_name}-rg-role", identity, rg.id, grant=fallback)
+            # Not in a brought group: the node role on its own VM (below) deallocates too.
+            before = [nic_role]
+            if not shared:
+                before.append(allow(f"{vm_name}-rg-role", identity, rg.id, grant=fallback))
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],
@@ -163,7 +172,7 @@ class AzureGpuFleet(GpufleetComponent):
                     else {}
                 ),
                 opts=self.child(
-                    depends_on=[nic_role, rg_role],
+                    depends_on=before,
                     replace_on_changes=REPLACE_ON,
                     delete_before_replace=True,
                 ),
@@ -199,7 +208,21 @@ class AzureGpuFleet(GpufleetComponent):
                     "host_key_at": vm.id,  # its serial log (boot diagnostics) shows its keys
                 }
             )
-        if not fires_first_after_expiry(spec.ttl_minutes):
-            # The daily schedule is Disabled: deallocate at the absolute expiry from outside.
-            absolute_backstop(name, vms, self.expires_at, fallback, rg.id, common, child)
+        if backstop:
+            # The daily schedule is Disabled: deallocate at the absolute expiry from outside,
+            # allowed on the whole group of the fleet's own, on each VM in a brought group.
+            grants = (
+                [
+                    (
+                        f"{name}-expiry-role-{i}",
+                        vm.id,
+                        # the same principal, role and scope on a replaced VM: delete first
+                        self.child(replace_with=[vm], delete_before_replace=True),
+                    )
+                    for i, vm in enumerate(vms)
+                ]
+                if shared
+                else [(f"{name}-expiry-role", rg.id, child)]
+            )
+            absolute_backstop(name, vms, self.expires_at, fallback, grants, common, child)
         self.finish(nodes)

@@ -15,7 +15,8 @@ from gpufleet.components.azure.security import security_profile
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
 
-# Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves (facts §0.11).
+# Outside 172.16.0.0/16, which the InfiniBand/RDMA network reserves: the VNet's whole address
+# space must not overlap it (learn.microsoft.com/azure/virtual-machines/setup-infiniband).
 VNET_CIDR = "10.45.0.0/16"
 SUBNET_CIDR = "10.45.0.0/20"
 # A pinned version, not "latest": the recipe keeps the image's driver only on the version

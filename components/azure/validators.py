@@ -27,7 +27,10 @@ IMAGES_VERSION = "2024-07-01"
 GROUPS_VERSION = "2021-04-01"
 VMS_VERSION = "2024-07-01"
 NETWORK_VERSION = "2024-05-01"
-# InfiniBand/RDMA reserves it on ND VMs (facts §0.11): a subnet inside it breaks the fabric.
+# "The RDMA network in Azure reserves the address space 172.16.0.0/16 ... make sure that the
+# virtual network address space does not overlap the RDMA network"
+# (learn.microsoft.com/azure/virtual-machines/setup-infiniband, read 2026-11-25): the whole
+# VNet's, not only the subnet's.
 RDMA_RANGE = ipaddress.ip_network("172.16.0.0/16")
 QUOTA_DOC = "https://learn.microsoft.com/azure/quotas/per-vm-quota-requests"
 # The usages API's quota name (name.value) per size series: the family the size bills against.
@@ -310,6 +313,17 @@ def check_subnet(spec: ClusterSpec, it: InstanceType) -> str | None:
             f"subnet {name} ({', '.join(inside)}) overlaps 172.16.0.0/16, which InfiniBand "
             "reserves on ND VMs",
             "give a subnet outside 172.16.0.0/16",
+        )
+    space = ((vnet.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes")
+    inside = [p for p in space or [] if p and ipaddress.ip_network(p).overlaps(RDMA_RANGE)]
+    if inside:
+        raise refuse(
+            SUBNET,
+            f"VNet {vnet.get('name')}'s address space ({', '.join(inside)}) overlaps "
+            "172.16.0.0/16, which the RDMA network reserves: ND VMs' InfiniBand needs the "
+            "whole VNet clear of it, not only the subnet",
+            "give a subnet of a VNet whose address space lies outside 172.16.0.0/16, or remove "
+            "that range from the VNet's address space",
         )
     if props.get("delegations"):
         services = [d.get("properties", {}).get("serviceName") for d in props["delegations"]]

@@ -65,7 +65,8 @@ class ImageBake(ImageBakeComponent):
             scheduling=scheduling(spec.with_(spot=False), self.expires_at),
             metadata={"user-data": self.user_data(), "ssh-keys": ssh_key},
             labels=node_labels,
-            tags=[name],
+            # The SSH wait reaches it through the rule on the `-ssh` tag (network.py).
+            tags=nets.tags.of(public=True),
             opts=child,
         )
         ready = self.wait_ready(builder.network_interfaces[0].access_configs[0].nat_ip, builder)

@@ -12,7 +12,7 @@ from gpufleet.components.fleetargs import spec_from_args
 from gpufleet.components.gcp.args import GcpGpuFleetArgs
 from gpufleet.components.gcp.byo import bringing, check_gpu_networks, split_args
 from gpufleet.components.gcp.identity import SharedIdentity
-from gpufleet.components.gcp.network import build_networks, ssh_tag, worker_nat
+from gpufleet.components.gcp.network import build_networks, worker_nat
 from gpufleet.components.gcp.providerregion import provider_region, with_provider_region
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
@@ -201,7 +201,7 @@ class GcpGpuFleet(GpufleetComponent):
                     enable_secure_boot=False
                 ),
                 labels=node_labels,
-                tags=[name, ssh_tag(name)] if public else [name],
+                tags=nets.tags.of(public),
                 # Never stop a GPU node to update it: a change that needs a stop fails instead.
                 allow_stopping_for_update=False,
                 reservation_affinity=reservation_affinity(spec.reservation),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.components.gcp.byo import brought
+from gpufleet.components.gcp.byo import brought, network_project
 from gpufleet.components.gcp.rules import (
     DLVM_IMAGE,
     gpu_quota_metric,
@@ -227,12 +227,6 @@ QUOTAS = Validator(
 )
 
 
-def _network_project(vpc_id: str) -> str | None:
-    """The project that owns a network (a Shared VPC's host project), from its id or URL."""
-    parts = vpc_id.split("/")
-    return parts[parts.index("projects") + 1] if "projects" in parts[:-1] else None
-
-
 def _nat_serves(nat: Any, subnet: str) -> str | None:
     """Why this NAT gives the subnet egress, or None."""
     if str(_get(nat, "type") or "PUBLIC") == "PRIVATE":
@@ -266,7 +260,7 @@ def check_nat(spec: ClusterSpec, it: InstanceType) -> str | None:
     network = spec.vpc_id.rsplit("/", 1)[-1]
     subnet = spec.subnet_id.rsplit("/", 1)[-1]
     # A Shared VPC's routers live in its host project, not the cluster's.
-    host = _network_project(spec.vpc_id) or _project()
+    host = network_project(spec.vpc_id) or _project()
     routers = (
         _get(gcp.compute.get_routers(project=host, region=region, opts=lookup_opts()), "routers")
         or []
@@ -346,4 +340,64 @@ ROLE = Validator(
     check_role,
 )
 
-VALIDATORS = [IMAGE, QUOTAS, NAT, ROLE]
+# Who may create VPC firewall rules in a Shared VPC host project: its Network and Security
+# Admins (https://cloud.google.com/vpc/docs/shared-vpc, "Network and Security Admins"); a
+# service project's Service Project Admin with compute.networkUser cannot.
+FIREWALL_ROLE = "roles/compute.securityAdmin"
+
+
+def check_network_project(spec: ClusterSpec, it: InstanceType) -> str | None:
+    user = brought()
+    if not (spec.vpc_id and spec.subnet_id or user.primary):
+        return None
+    rules = user.firewall_rules
+    if not (spec.vpc_id and spec.subnet_id):
+        raise Unanswered(
+            "vpc_id/subnet_id are pulumi Outputs, so the network's project is read only when "
+            "they resolve: "
+            + (
+                "gpufleet's two firewall rules go to the project their ids name; if it is not "
+                "the provider's, the deployer needs compute.firewalls.create there "
+                f"({FIREWALL_ROLE}), or pass firewall_rules: false"
+                if rules
+                else "firewall_rules is false, so gpufleet adds no rule"
+            )
+        )
+    provider = _project()
+    net, sub = network_project(spec.vpc_id), network_project(spec.subnet_id)
+    if not net and sub and sub != provider:
+        name = spec.vpc_id.rstrip("/").rsplit("/", 1)[-1]
+        raise refuse(
+            NETWORK_PROJECT,
+            f"vpc_id {spec.vpc_id!r} names no project, so it means network {name} of the "
+            f"provider's project {provider}, but subnet_id is in project {sub} (a Shared VPC's "
+            "host): the nodes' NIC would name a network and a subnet of two projects, and the "
+            "firewall rules another network than the subnet's",
+            f"give vpc_id as projects/{sub}/global/networks/{name}",
+        )
+    host = net or sub or provider
+    if not rules:
+        return f"network of {host}; firewall_rules false: gpufleet adds no rule to it"
+    if host == provider:
+        return f"network of {provider}, the provider's project: the rules go there"
+    raise Unanswered(
+        f"the network's project {host} is not the provider's ({provider}): a Shared VPC, whose "
+        f"firewall rules gpufleet creates in {host}. Whether the deployer holds "
+        f"compute.firewalls.create there cannot be asked before anything is registered "
+        "(pulumi-gcp has no invoke for projects.testIamPermissions), so without it the rules "
+        f"fail after the rest is created; fix: grant the deployer {FIREWALL_ROLE} on {host}, or "
+        "pass firewall_rules: false and have the network's owner create the two rules "
+        "(docs/clouds.md, GCP: your own network)"
+    )
+
+
+NETWORK_PROJECT = Validator(
+    "gcp",
+    "a brought network and subnet are one project's, where gpufleet's firewall rules go",
+    "the ids of vpc_id/subnet_id + getClientConfig (the provider's project)",
+    check_network_project,
+    applies="vpc_id and subnet_id given (skipped when Outputs, or when the network's project is "
+    "not the provider's: compute.firewalls.create there cannot be asked)",
+)
+
+VALIDATORS = [IMAGE, QUOTAS, NETWORK_PROJECT, NAT, ROLE]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -35,6 +36,22 @@ class NotFleetOutputs(GpufleetError):
     """The outputs are not a GpuFleet's (another program, a masked secret, a bad file)."""
 
     exit_code = ExitCode.USAGE
+
+
+class ExtendAdopted(GpufleetError):
+    """`extend` of an adopted cluster: its expiry is its stack's ttl_minutes, not gpufleet's."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, info: ClusterInfo):
+        super().__init__(
+            f"cannot extend {info.name!r}: it was attached from a stack gpufleet did not create, "
+            "and gpufleet changes nothing on its nodes",
+            hint="its expiry is the stack's: its owner raises ttl_minutes and runs `pulumi up` "
+            '(on a live cluster that makes new nodes: docs/pulumi.md, "Across the expiry"), '
+            f"then `gpufleet attach {info.name} ...` again",
+        )
+        self.name = info.name
 
 
 def is_adopted(info: Any) -> bool:
@@ -101,8 +118,29 @@ def read_stack_outputs(stack: str, cwd: str | None = None) -> dict[str, Any]:
     return {k: v.value for k, v in outputs.items()}
 
 
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def contract_names(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The outputs under the contract's snake_case names: a YAML, TypeScript, Go or C# program
+    exports the package schema's camelCase ones (sshPrivateKey, knownHosts, expiresAt; nodes'
+    privateIp, publicIp, hostKey, hostKeyAt, instanceId). A snake_case name wins where a
+    program exported both."""
+    out = {_snake(k): v for k, v in outputs.items() if _snake(k) not in outputs}
+    out.update(outputs)
+    nodes = out.get("nodes")
+    if isinstance(nodes, list):
+        out["nodes"] = [
+            {**{_snake(k): v for k, v in n.items()}, **n} if isinstance(n, dict) else n
+            for n in nodes
+        ]
+    return out
+
+
 def check_outputs(outputs: dict[str, Any], source: str, now: float | None = None) -> None:
-    """Refuse outputs gpufleet cannot reach nodes with, before anything is written."""
+    """Refuse outputs gpufleet cannot reach nodes with, before anything is written
+    (contract_names first: the outputs under the contract's names)."""
     missing = [k for k in CLUSTER_OUTPUTS if k not in outputs]
     if missing:
         raise NotFleetOutputs(
@@ -152,6 +190,7 @@ def attach(
             "name", f"{name!r} is not a valid cluster name", "use 1-32 of a-z, 0-9 and '-'"
         )
     what = f"stack {source['stack']}" if source.get("stack") else source.get("outputs", "outputs")
+    outputs = contract_names(outputs)
     check_outputs(outputs, what)
     cloud = str(outputs["cloud"])
     at = {n["name"]: n.get("host_key_at", "") for n in outputs["nodes"] if not n.get("host_key")}

@@ -115,9 +115,13 @@ def _destroy_damaged(name: str, progress: Progress, **options: object) -> None:
 
 def extend(name: str, minutes: int) -> float:
     """Move a cluster's hard expiry to `minutes` from now; the new epoch seconds."""
+    from gpufleet.clusters import attach
+
     info = state.load(name)
     if not traits(info.cloud).can_extend:
         raise HostsNotOurs(name, info.cloud, "expiry")  # hosts the user has: none to move
+    if attach.is_adopted(info):  # its nodes are its stack's: gpufleet writes nothing there
+        raise attach.ExtendAdopted(info)
     expires_at = time.time() + minutes * 60
     for_cloud(info.cloud).extend(info, expires_at)
     # reloaded: first contact with the nodes may have rotated their host keys in the record

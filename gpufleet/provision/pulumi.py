@@ -13,6 +13,7 @@ from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.contract import cluster_info_from_outputs
 from gpufleet.components.errors import SpecError
+from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress, hostkeypin, traits
@@ -197,6 +198,7 @@ class PulumiProvisioner:
 
     _secrets: SecretsChoice  # chosen by up() before anything else
     _pack: Path | None = None  # the prepared policy pack (policypack.prepare); None: --no-policy
+    _created = True  # up(): whether this call made the stack (else it was there, empty)
 
     def __init__(
         self,
@@ -220,6 +222,12 @@ class PulumiProvisioner:
         if not bootstrap_keys:
             hostkeypin.require_channel(spec.cloud)
         spec = with_ssh_cidrs(spec)
+        # never someone else's stack: one with resources is refused before anything changes;
+        # an empty one (made with `pulumi stack init`, its config set) is used and kept
+        held = stack_resources(spec.name, self.backend)
+        if held:
+            raise StackTaken(spec.name, backend_url(self.backend, mkdir=False), held)
+        self._created = held is None
         zones: list[str | None] = [*spec.zone_choices] or [None]
         tried: list[str] = []
         for i, zone in enumerate(zones):
@@ -285,7 +293,7 @@ class PulumiProvisioner:
         stack.set_config(
             "gpufleet:bootstrapHostKeys", _config_value("true" if bootstrap_keys else "false")
         )
-        secrets_word = secrets_in_use(stack, self._secrets)
+        secrets_word = secrets_in_use(stack, self._secrets, self._created)
         packs = policy_pack_args(spec, self._pack)  # a config file: removed by _up_with_packs
         progress(
             f"pulumi up: stack {spec.name} ({backend_url(self.backend)}; secrets: "
@@ -317,7 +325,8 @@ class PulumiProvisioner:
                 if refused
                 else "pulumi up failed: destroying what it created"
             )
-            self._destroy(stack, progress)
+            # what this call made, and the stack only when this call made it
+            self._destroy(stack, progress, remove=self._created)
             if refused:
                 raise refused[0] from e
             code = capacity_code(str(e)) if isinstance(e, Exception) else None
@@ -367,11 +376,12 @@ class PulumiProvisioner:
             },
         )
 
-    def _destroy(self, stack: Any, progress: Progress) -> None:
+    def _destroy(self, stack: Any, progress: Progress, remove: bool = True) -> None:
         # refresh first: nodes that removed themselves at expiry drop out of the state
         # instead of being deleted again
         stack.destroy(on_output=_progress_lines(progress), color="never", refresh=True)
-        stack.workspace.remove_stack(stack.name)
+        if remove:
+            stack.workspace.remove_stack(stack.name)
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
         find_pulumi()
@@ -392,13 +402,18 @@ class PulumiProvisioner:
             ) from e
 
     def extend(self, info: ClusterInfo, expires_at: float) -> None:
-        """Move the cluster's hard expiry on its nodes, over SSH (the stack keeps its own).
+        """Move the cluster's hard expiry on its nodes, over SSH, then record it in the stack's
+        config (`gpufleet:extendedTo`), where the program's refusal of an expired cluster reads
+        it: a later `pulumi up` / `preview` between the old and the new expiry keeps the live
+        nodes instead of calling them expired.
 
         The nodes' user data, tags and labels keep the creation-time expiry: changing them
         would make the clouds replace or refuse the VMs (docs/decisions.md, "Expiry is fixed
         once per cluster"). Refused before anything changes where the cloud itself would remove
-        the VMs earlier (GCP's terminationTime).
+        the VMs earlier (GCP's terminationTime). Nodes first: a stack that says "extended" over
+        nodes that were not would let a refresh's `up` create them again past their expiry.
         """
+        from gpufleet.components.expiry import EXTENDED_KEY
         from gpufleet.components.registry import refuse_extension
         from gpufleet.core.errors import ExtendRefused
         from gpufleet.provision.nodeexpiry import write_node_expiry
@@ -408,11 +423,59 @@ class PulumiProvisioner:
             refusal = refuse_extension(info.cloud, float(created), expires_at)
             if refusal:
                 raise ExtendRefused(info.name, float(created), *refusal)
+        find_pulumi()
+        _import_sdk()
         write_node_expiry(info, expires_at)
+        stack = _stack(info.provider.get("stack") or info.name, info.provider.get("backend"))
+        try:
+            stack.set_config(f"{PROJECT}:{EXTENDED_KEY}", _config_value(str(int(expires_at))))
+        except Exception as e:
+            raise GpufleetError(
+                f"the nodes of {info.name!r} took the new expiry, but its stack {stack.name} "
+                f"did not record it: {str(e).strip()[-600:]}",
+                hint=f"run `gpufleet extend {info.name} ...` again (the record keeps the old "
+                "expiry until then)",
+            ) from e
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.
         return {n.name: "in stack" for n in info.nodes}
+
+
+class StackTaken(GpufleetError):
+    """`up` of a name whose stack already holds resources and no record here names: another
+    user's (a shared backend) or one whose record is lost; gpufleet never takes it over."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, name: str, backend: str, resources: int):
+        super().__init__(
+            f"stack {name} already exists in {backend} with {resources} resources, and no "
+            f"cluster {name!r} is recorded here: `gpufleet up` does not take over a stack it "
+            "did not create, and nothing was changed",
+            hint=f"pick another --name; or use that stack as it is with `gpufleet attach NAME "
+            f"--stack {name} --cwd ITS_PROJECT_FOLDER` (gpufleet then changes nothing on it); "
+            "if it is yours and its record here was lost, remove it with `pulumi destroy` "
+            "(`gpufleet sweep` removes such stacks once expired)",
+        )
+        self.name, self.backend, self.resources = name, backend, resources
+
+
+# What every stack holds besides what its program made: the stack itself and default providers.
+_BOOKKEEPING = ("pulumi:pulumi:Stack", "pulumi:providers:")
+
+
+def stack_resources(name: str, backend: str | None) -> int | None:
+    """How many resources stack `name` of the gpufleet project holds in the backend (its stack
+    and provider entries not counted); None when there is no such stack. A file backend with no
+    stack in it answers without the Pulumi CLI."""
+    if not may_hold_stacks(backend):
+        return None
+    ws = _workspace(backend)
+    if name not in {summary.name.rsplit("/", 1)[-1] for summary in ws.list_stacks()}:
+        return None
+    resources = (ws.export_stack(name).deployment or {}).get("resources") or []
+    return sum(1 for r in resources if not str(r.get("type", "")).startswith(_BOOKKEEPING))
 
 
 @dataclass(frozen=True)
@@ -558,13 +621,13 @@ def _up_with_packs(stack: Any, progress: Progress, packs: dict[str, Any]) -> Any
             Path(path).unlink(missing_ok=True)
 
 
-def secrets_in_use(stack: Any, chosen: SecretsChoice) -> str:
+def secrets_in_use(stack: Any, chosen: SecretsChoice, created: bool = True) -> str:
     """The progress line's word on secrets: what the stack uses, and, when it was made with
     another provider than the one asked for, that it keeps it (the Automation API passes
     --secrets-provider only to `pulumi stack init`) and how to change it."""
     from gpufleet.provision.secrets import describe, stack_provider
 
-    return describe(chosen, stack_provider(stack), stack.name)
+    return describe(chosen, stack_provider(stack), stack.name, created)
 
 
 # The pack's own default (policy/gpufleet_policy.py DEFAULT_MAX_HOURS): a week.

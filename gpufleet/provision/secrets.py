@@ -127,13 +127,20 @@ def _same(asked: str, used: str) -> bool:
     return asked.split("?", 1)[0] == used.split("?", 1)[0]
 
 
-def describe(chosen: SecretsChoice, used: str | None, stack: str) -> str:
+def describe(chosen: SecretsChoice, used: str | None, stack: str, created: bool = True) -> str:
     """What the `up` progress line says about secrets: what the stack actually uses. The
     Automation API passes --secrets-provider only to `pulumi stack init` (pulumi's
     automation/_local_workspace.py create_stack), so an existing stack keeps its own: said,
-    with the command that changes it."""
+    with the command that changes it. `used`: stack_provider's answer; `created`: whether
+    this `up` made the stack."""
+    fix = f"to change it: pulumi stack change-secrets-provider --stack {stack} {chosen.provider!r}"
     if used is None:
-        return chosen.why
+        if created or not chosen.provider:
+            return chosen.why
+        return (
+            f"the stack's own (it existed before this `up`): {FLAG} applies only to a new "
+            f"stack; {fix}"
+        )
     shown = used.split("?", 1)[0]
     if chosen.provider is None:
         local = used == "passphrase" and chosen.passphrase
@@ -142,6 +149,5 @@ def describe(chosen: SecretsChoice, used: str | None, stack: str) -> str:
         return chosen.why
     return (
         f"the stack keeps its own ({shown}): {FLAG} {chosen.provider!r} applies only to a new "
-        f"stack; to change it: pulumi stack change-secrets-provider --stack {stack} "
-        f"{chosen.provider!r}"
+        f"stack; {fix}"
     )

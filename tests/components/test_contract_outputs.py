@@ -114,3 +114,16 @@ def test_the_component_schema_lists_the_new_outputs_for_every_cloud():
         props = schema["resources"][f"gpufleet:index:{cls.__name__}"]["properties"]
         for name in ("sshConfig", "hostfile", "headAddress"):
             assert props[name]["type"] == "string", (cls.__name__, name)
+
+
+def test_the_key_recipe_never_leaves_the_key_readable_and_says_what_own_keys_need():
+    """`> f && chmod 600 f` creates the key file with the umask's mode (0644 by default) until
+    the chmod; `(umask 077; ... > f)` creates it 0600. With nodes that made their own host keys,
+    the header says ssh refuses them until they are pinned, and how."""
+    own = ssh_config_text("c", "aws", "ubuntu", nodes(bootstrap=False))
+    assert (
+        "(umask 077; pulumi stack output ssh_private_key --show-secrets > ~/.ssh/gpufleet-c)" in own
+    )
+    assert "chmod" not in own
+    assert "StrictHostKeyChecking yes)" in own and "gpufleet attach NAME --stack STACK" in own
+    assert "host_key_at" in own

@@ -16,7 +16,7 @@ SCHEMAS = ROOT / "gpufleet" / "schemas"
 COVERED = {
     "up": "cluster", "status": "cluster", "list": "cluster-list", "exec": "exec",
     "health": "health", "run": "run", "catalog": "catalog", "plan": "plan",
-    "runs": "run-list", "sync": "sync", "image bake": "bake-plan",
+    "runs": "run-list", "sync": "sync", "image bake": "bake-plan", "attach": "cluster",
 }  # fmt: skip
 
 

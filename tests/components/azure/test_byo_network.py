@@ -9,6 +9,13 @@ Azure facts the tests state (read 2026-11-25):
   nodes through application security groups the NICs join.
 - learn.microsoft.com/azure/virtual-network/subnet-delegation-overview: a delegated subnet is
   reserved for the delegated service's resources.
+- learn.microsoft.com/azure/virtual-network/application-security-groups: all network
+  interfaces assigned to an application security group must exist in the same virtual network.
+- learn.microsoft.com/azure/virtual-machines/setup-infiniband ("RDMA network address space"):
+  "The RDMA network in Azure reserves the address space 172.16.0.0/16. To run MPI applications
+  on instances deployed in an Azure virtual network, make sure that the virtual network address
+  space does not overlap the RDMA network": the VNet's addressSpace.addressPrefixes, not only
+  the subnet's prefix.
 """
 
 from __future__ import annotations
@@ -136,7 +143,8 @@ def test_the_region_and_subscription_come_from_the_provider(composed):
         "westus3"
     }
     scopes = {r.inputs["scope"] for r in p.of_type("azure-native:authorization:RoleAssignment")}
-    assert f"/subscriptions/{SUB}/resourceGroups/net" in scopes
+    # the user's group itself: no assignment on it (test_shared_group.py)
+    assert f"/subscriptions/{SUB}/resourceGroups/net" not in scopes
     assert any(s.startswith(f"/subscriptions/{SUB}/resourceGroups/net/providers/") for s in scopes)
 
 
@@ -222,10 +230,15 @@ def test_the_users_nsg_replaces_gpufleets_and_the_nics_join_their_asgs():
         assert [a["id"] for a in config["applicationSecurityGroups"]] == asgs
 
 
-def vnet_answer(location: str = "westus3", prefix: str = "10.60.0.0/20", **subnet: Any) -> Any:
+def vnet_answer(
+    location: str = "westus3",
+    prefix: str = "10.60.0.0/20",
+    space: tuple[str, ...] = ("10.60.0.0/16",),
+    **subnet: Any,
+) -> Any:
     """ARM Virtual Networks - Get (learn.microsoft.com/rest/api/virtualnetwork/virtual-networks/
-    get, read 2026-11-25): location, properties.subnets[].name/properties.addressPrefix,
-    delegations, natGateway."""
+    get, read 2026-11-25): location, properties.addressSpace.addressPrefixes,
+    properties.subnets[].name/properties.addressPrefix, delegations, natGateway."""
 
     def arm(url: str) -> dict[str, Any]:
         if "/virtualNetworks/mine?" in url:
@@ -233,7 +246,10 @@ def vnet_answer(location: str = "westus3", prefix: str = "10.60.0.0/20", **subne
             return {
                 "name": "mine",
                 "location": location,
-                "properties": {"subnets": [{"name": "gpu", "properties": props}]},
+                "properties": {
+                    "addressSpace": {"addressPrefixes": list(space)},
+                    "subnets": [{"name": "gpu", "properties": props}],
+                },
             }
         if "/artifacttypes/vmimage/" in url:
             return {"name": "v", "properties": {"hyperVGeneration": "V2"}}
@@ -290,6 +306,77 @@ def test_a_subnet_that_cannot_hold_the_nodes_is_refused_before_anything(answer, 
     err, made = registered(plain_program([]), account=answer)
     assert isinstance(err, AccountError) and words in err.problem
     assert made == []
+
+
+# The RDMA range (setup-infiniband, above), written here: 172.16.0.0/16.
+INFINIBAND_VNETS = [
+    # (VNet address space, subnet, refused)
+    (("10.60.0.0/16",), "10.60.0.0/20", False),
+    (("10.60.0.0/16", "172.16.0.0/16"), "10.60.0.0/20", True),  # a second prefix inside
+    (("172.0.0.0/8",), "172.20.0.0/20", True),  # the subnet outside, the space around it
+    (("172.17.0.0/16", "192.168.0.0/16"), "172.17.0.0/20", False),  # next to it, not in it
+]
+
+
+@pytest.mark.parametrize(("space", "prefix", "refused"), INFINIBAND_VNETS)
+def test_a_vnet_whose_address_space_overlaps_the_rdma_range_is_refused(space, prefix, refused):
+    answer = vnet_answer(space=space, prefix=prefix)
+    if not refused:
+        built: list[Any] = []
+        evaluate(plain_program(built), account=answer)
+        check = {c.fact: c for c in built[0].checks}["the subnet brought can hold the nodes"]
+        assert check.status == "passed", check
+        return
+    err, made = registered(plain_program([]), account=answer)
+    print(f"\n{err}\nfix: {getattr(err, 'hint', '')}")
+    assert isinstance(err, AccountError) and "address space" in err.problem
+    assert "172.16.0.0/16" in err.problem and made == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("network_security_group_id", "/nsg/mine"), ("application_security_group_ids", ["/asg/a"])],
+)
+def test_the_users_nsg_or_asgs_without_subnet_id_are_refused(field, value):
+    def run() -> dict[str, Any]:
+        args: dict[str, Any] = {"instance_type": SIZE, "expires_at": EXPIRES, field: value}
+        AzureGpuFleet("fleet", {**args, "ssh_cidrs": [] if field.startswith("network") else CIDRS})
+        return {}
+
+    err, made = registered(run)
+    print(f"\n{err}\nfix: {getattr(err, 'hint', '')}")
+    assert isinstance(err, SpecError) and err.field == field
+    assert "subnet_id" in err.problem and "subnet_id" in err.hint
+    assert made == []
+
+
+def test_a_provider_location_unknown_at_preview_says_the_region_check_was_skipped(monkeypatch):
+    """At a preview, a provider whose location is another resource's output not known yet:
+    the plan's checks say the region was not compared, and why."""
+    set_mocks = pulumi.runtime.set_mocks
+    monkeypatch.setattr(
+        pulumi.runtime, "set_mocks", lambda *a, **k: set_mocks(*a, **{**k, "preview": True})
+    )
+    built: list[Any] = []
+
+    def run() -> dict[str, Any]:
+        rg = az.resources.ResourceGroup("net", location="westus3")
+        # managedBy: an output the mocks never fill, so unknown at this preview
+        prov = az.Provider(PROVIDER, location=rg.managed_by)
+        args: dict[str, Any] = {"instance_type": SIZE, "expires_at": EXPIRES, "region": "eastus"}
+        fleet = AzureGpuFleet(
+            "f", {**args, "ssh_cidrs": CIDRS}, pulumi.ResourceOptions(provider=prov)
+        )
+        built.append(fleet)
+        return {}
+
+    evaluate(run)
+    checks = {c.fact: c for c in built[0].checks}
+    print("\n" + "\n".join(f"{c.status}: {c.fact}: {c.detail}" for c in built[0].checks))
+    region = checks["the region is the provider's location"]
+    assert region.status == "skipped"
+    assert PROVIDER in region.detail and "not known" in region.detail
+    assert "eastus" in region.detail
 
 
 def test_a_missing_vnet_or_another_subscriptions_subnet_is_refused():

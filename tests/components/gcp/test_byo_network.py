@@ -127,17 +127,19 @@ def test_every_invoke_and_gcp_resource_asks_the_explicit_provider_and_no_network
 
 def test_firewall_rules_on_the_users_network_are_the_clusters_own_tagged_and_described():
     """GCE firewall rules belong to a network: on one the user brings, gpufleet's two rules
-    reach only the cluster's tagged VMs, say whose they are, and go with the cluster."""
+    reach only the cluster's tagged VMs (gpufleet's own tag: test_shared_vpc.py), say whose
+    they are, and go with the cluster."""
     plan, _ = run(with_account=False)
     rules = {r.name: r for r in plan.of_type(FIREWALL)}
     assert set(rules) == {"train-ssh", "train-internal"}
+    (node,) = rules["train-internal"].inputs["targetTags"]
     for r in rules.values():
         assert r.inputs["network"] == "mine-id"
         assert r.parent == "train"  # deleted with the component
         assert "gpufleet cluster train" in r.inputs["description"]
-        assert set(r.inputs["targetTags"]) <= {"train", "train-ssh"}
+        assert set(r.inputs["targetTags"]) <= {node, f"{node}-ssh"}
     assert rules["train-ssh"].inputs["sourceRanges"] == SSH
-    assert rules["train-internal"].inputs["sourceTags"] == ["train"]
+    assert rules["train-internal"].inputs["sourceTags"] == [node]
     assert "sourceRanges" not in rules["train-internal"].inputs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -192,3 +193,77 @@ def test_a_bad_name_is_refused():
     with pytest.raises(GpufleetError):
         attach.attach("Not/A/Name", outputs(), quiet, source={})
     assert not os.path.exists(state.home() / "clusters" / "Not")
+
+
+def test_extend_of_an_adopted_cluster_is_refused_and_touches_nothing(monkeypatch):
+    """gpufleet changes nothing on nodes it did not create: no new expiry over SSH, none in the
+    stack; the record keeps the stack's expiry, and the fix is the stack owner's."""
+
+    def no_provisioner(*_a, **_k):
+        raise AssertionError("extend of an adopted cluster reached the provisioner")
+
+    monkeypatch.setattr(ops, "for_cloud", no_provisioner)
+    info = attach.attach("mine", outputs(), quiet, source={"stack": "dev", "cwd": "/proj"})
+    with pytest.raises(GpufleetError) as e:
+        ops.extend("mine", 120)
+    assert "cannot extend 'mine'" in e.value.message and "did not create" in e.value.message
+    assert "ttl_minutes" in e.value.hint and "gpufleet attach mine" in e.value.hint
+    assert e.value.exit_code == 2
+    assert state.load("mine").expires_at == info.expires_at
+
+
+def test_the_outputs_a_yaml_program_exports_attach(monkeypatch):
+    """examples/pulumi-yaml's `outputs:` evaluated over what the package returns for its fleet
+    (schema names, camelCase, as a YAML/TypeScript/Go/C# stack holds them): attach maps them
+    to the contract and records the same cluster a Python stack's outputs give."""
+    import re
+
+    import yaml
+
+    from tests.package.helpers import YAML_PROGRAM, construct
+
+    doc = yaml.safe_load(YAML_PROGRAM.read_text())
+    [(name, res)] = doc["resources"].items()
+    _, fleet = construct(res["type"], name, res["properties"])
+    exported = {}
+    for key, expr in doc["outputs"].items():
+        m = re.fullmatch(r"\$\{" + name + r"\.(\w+)\}", expr)
+        assert m, f"output {key}: {expr} is not one of the fleet's outputs"
+        exported[key] = fleet[m.group(1)]
+    assert "ssh_private_key" not in exported and "sshPrivateKey" in exported  # schema names
+    ids = [n["instanceId"] for n in exported["nodes"]]
+    arns = [n["hostKeyAt"].rsplit("/", 1)[-1] for n in exported["nodes"]]  # where keys are read
+
+    def call(argv: list[str]) -> tuple[bool, str]:  # EC2 console output of each instance
+        return True, console(arns.index(argv[3].removeprefix("--instance-id=")))
+
+    # under mocks the fleet was created at epoch 0 (components/expiry.py): attach an hour later
+    clock = SimpleNamespace(time=lambda: 3600.0, strftime=time.strftime, gmtime=time.gmtime)
+    monkeypatch.setattr(attach, "time", clock)
+    info = attach.attach(
+        "yaml",
+        exported,
+        quiet,
+        source={"stack": "dev"},
+        which=lambda tool: f"/usr/bin/{tool}",
+        call=call,
+        sleep=lambda _s: None,
+    )
+    assert (info.name, info.cloud, info.instance_type) == ("yaml", "aws", "p5.48xlarge")
+    assert info.provider["cluster_name"] == "yaml-p5" and info.fabric == exported["fabric"]
+    assert info.ssh_user == exported["sshUser"]
+    assert info.expires_at == float(exported["expiresAt"])
+    nodes = exported["nodes"]
+    assert [n.private_ip for n in info.nodes] == [n["privateIp"] for n in nodes]
+    assert [n.instance_id for n in info.nodes] == ids
+    assert info.head.public_ip == nodes[0]["publicIp"] and info.nodes[1].public_ip is None
+    assert [n.host_key for n in info.nodes] == HOST_KEYS[:2]  # read where hostKeyAt says
+    assert Path(info.ssh_key_path).read_text().strip() == exported["sshPrivateKey"].strip()
+
+
+def test_camel_case_names_map_to_the_contract_and_snake_case_wins():
+    got = attach.contract_names(
+        {"sshPrivateKey": "k", "known_hosts": "a", "knownHosts": "b", "nodes": [{"hostKeyAt": "x"}]}
+    )
+    assert got["ssh_private_key"] == "k" and got["known_hosts"] == "a"
+    assert got["nodes"][0]["host_key_at"] == "x"

@@ -292,6 +292,7 @@ def test_up_destroys_the_stack_when_no_key_can_be_pinned(tmp_path, monkeypatch):
     monkeypatch.setattr(prov, "_import_sdk", lambda cloud=None: None)
     monkeypatch.setattr(prov, "with_ssh_cidrs", lambda spec: spec)
     monkeypatch.setattr(hostkeypin, "require_channel", lambda cloud: None)
+    monkeypatch.setattr(prov, "stack_resources", lambda name, backend: None)  # a new stack
     monkeypatch.setattr(prov.PulumiProvisioner, "_up_in_zone", lambda self, s, p, b: info)
     monkeypatch.setattr(prov.PulumiProvisioner, "down", lambda self, i, p: downed.append(i.name))
 
@@ -301,7 +302,7 @@ def test_up_destroys_the_stack_when_no_key_can_be_pinned(tmp_path, monkeypatch):
     monkeypatch.setattr(hostkeypin, "read_keys", unpublished)
 
     class Spec:
-        cloud, zone_choices = "azure", []
+        name, cloud, zone_choices = "c", "azure", []
 
     with pytest.raises(hostkeypin.HostKeysUnpublished):
         prov.PulumiProvisioner().up(Spec(), lambda m: None)  # type: ignore[arg-type]

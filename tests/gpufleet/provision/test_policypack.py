@@ -188,6 +188,7 @@ def run_up(monkeypatch, s: ClusterSpec, tools: FakeTools | None, **options):
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(pp, "_import_sdk", lambda cloud=None: None)
     monkeypatch.setattr(pp.hostkeypin, "require_channel", lambda cloud: None)
+    monkeypatch.setattr(pp, "stack_resources", lambda name, backend: None)  # no such stack yet
     monkeypatch.setattr(pp, "_stack", lambda *a, **k: calls.append(("stack",)) or Stack(calls))
     if tools is not None:
         real = policypack.prepare

@@ -345,8 +345,30 @@ def cloud_record(cloud: str, created: float) -> None:
     state.save(info)
 
 
+class ConfigStack:
+    """A stack as `extend` sees it: only its config (`pulumi config set`)."""
+
+    def __init__(self, name: str, backend: str | None, config: dict) -> None:
+        self.name, self.backend, self.config = name, backend, config
+
+    def set_config(self, key: str, value) -> None:
+        self.config[key] = value.value
+
+
 @pytest.fixture
-def node_writes(gpufleet_home, monkeypatch):
+def stack_config(monkeypatch) -> dict:
+    """The config `extend` sets on the cluster's stack (no Pulumi CLI here)."""
+    config: dict = {}
+    monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
+    monkeypatch.setattr(pp, "_import_sdk", lambda *_: None)
+    monkeypatch.setattr(
+        pp, "_stack", lambda name, backend, *a, **k: ConfigStack(name, backend, config)
+    )
+    return config
+
+
+@pytest.fixture
+def node_writes(gpufleet_home, monkeypatch, stack_config):
     """write_node_expiry's calls: (cluster, expires_at); the SSH side is tested on the sandbox."""
     from gpufleet.provision import nodeexpiry
 
@@ -375,6 +397,20 @@ def test_extend_moves_every_nodes_own_expiry_and_the_record(node_writes, cloud, 
     info = state.load("c")
     assert info.expires_at == when and info.provider["created_expires_at"] == created
     assert "now expires at" in capsys.readouterr().err
+
+
+def test_extend_records_the_new_expiry_in_the_stack_the_program_reads(node_writes, stack_config):
+    """After the nodes took it, the new expiry goes into the stack's config, where the fleet's
+    refusal of an expired cluster reads it (test_pulumi_expiry: a re-apply then keeps them)."""
+    import time
+
+    from gpufleet.cli import main
+    from gpufleet.components.expiry import EXTENDED_KEY
+
+    cloud_record("azure", time.time() + 3 * 24 * HOUR)
+    assert main(["extend", "c", "2d"]) == 0
+    ((_, when),) = node_writes
+    assert stack_config == {f"gpufleet:{EXTENDED_KEY}": str(int(when))}
 
 
 def test_extend_past_gces_termination_time_is_refused_before_anything_changes(node_writes, capsys):
@@ -413,7 +449,7 @@ def test_extend_on_gcp_within_its_termination_time_reaches_the_nodes(node_writes
 
 
 def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
-    gpufleet_home, monkeypatch, capsys
+    gpufleet_home, monkeypatch, capsys, stack_config
 ):
     """A node that did not take the new time still goes at its old one: the record must not
     say otherwise, and the error names the node and says to run extend again."""
@@ -446,6 +482,7 @@ def test_a_node_that_missed_the_new_expiry_fails_extend_and_keeps_the_record(
     err = capsys.readouterr().err
     assert "node-1: exit 1" in err and "gpufleet extend c" in err and "node-0:" not in err
     assert state.load("c").expires_at == created
+    assert stack_config == {}, "the stack says extended only once every node is"
 
 
 class ProgramStack(FakeStack):

@@ -146,6 +146,7 @@ def run_up(monkeypatch, s: ClusterSpec, backend: str, provider: str | None = Non
         return Stack(calls)
 
     monkeypatch.setattr(pp, "_stack", fake_stack)
+    monkeypatch.setattr(pp, "stack_resources", lambda name, backend: None)  # no such stack yet
     lines: list[str] = []
     with pytest.raises(pp.GpufleetError) as e:
         pp.PulumiProvisioner(backend, provider).up(s, lines.append)
@@ -211,6 +212,16 @@ def test_an_existing_stack_keeps_its_provider_and_up_says_how_to_change_it(env, 
         "to change it: pulumi stack change-secrets-provider --stack t "
         "'awskms://alias/team?region=us-east-1'" in said
     )
+
+
+def test_an_empty_stack_made_before_keeps_its_provider_too(env, gpufleet_home):
+    """A stack made with `pulumi stack init` has no state yet to read its provider from."""
+    env.setenv("PULUMI_CONFIG_PASSPHRASE", "old")
+    env.setattr(pp, "stack_resources", lambda name, backend: 0)  # there, empty
+    chosen = secrets.choose("s3://team-state", "awskms://alias/team?region=us-east-1")
+    said = secrets.describe(chosen, None, "t", created=False)
+    assert said.startswith("the stack's own (it existed before this `up`): --secrets-provider")
+    assert "pulumi stack change-secrets-provider --stack t" in said
 
 
 def test_the_progress_line_names_the_kms_the_stack_uses(env, gpufleet_home):
