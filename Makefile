@@ -32,12 +32,12 @@ debs-demo debs-test:
 deps-demo: venv debs-demo
 	$(PIP_INSTALL) -e '.[examples]'
 
-# The policy pack's SDK goes into a folder of its own, as Pulumi gives the pack a virtualenv of
-# its own (pulumi-policy pins protobuf and grpcio below what the cloud SDKs use).
+# The policy pack's requirements (the Policy SDK only) go into a folder of their own, as the pack
+# runs in a virtualenv of its own (pulumi-policy pins protobuf and grpcio below the cloud SDKs').
 POLICY_SDK := build/policy-sdk
 deps-test: venv debs-test
 	$(PIP_INSTALL) -e '.[dev,examples]'
-	@test -d $(POLICY_SDK)/pulumi_policy || $(PIP_INSTALL) --target $(POLICY_SDK) -r policy/requirements-sdk.txt
+	@test -d $(POLICY_SDK)/pulumi_policy || $(PIP_INSTALL) --target $(POLICY_SDK) -r policy/requirements.txt
 
 demo: deps-demo
 	$(BIN)/python examples/demo.py

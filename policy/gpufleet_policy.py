@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 EXPIRY_KEY = "gpufleet-expires"  # an AWS/Azure tag, a GCP label (components/fleet.py fleet_tags)
@@ -26,13 +28,20 @@ PREVIEW_UNKNOWNS = frozenset(
     }
 )
 
-AWS_INSTANCE = "aws:ec2/instance:Instance"
+AWS_INSTANCES = ("aws:ec2/instance:Instance", "aws:ec2/spotInstanceRequest:SpotInstanceRequest")
 AWS_LAUNCH_TEMPLATES = (
     "aws:ec2/launchTemplate:LaunchTemplate",
     "aws:ec2/launchConfiguration:LaunchConfiguration",
 )
-GCP_INSTANCES = ("gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate")
+# an instance made from a template without its own machineType is judged on the template
+GCP_INSTANCES = (
+    "gcp:compute/instance:Instance",
+    "gcp:compute/instanceTemplate:InstanceTemplate",
+    "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+    "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
+)
 AZURE_VM = "azure-native:compute:VirtualMachine"
+AZURE_VMSS = "azure-native:compute:VirtualMachineScaleSet"  # its sku.name is the VM size
 
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"
 AWS_SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
@@ -65,23 +74,18 @@ def _known(value: Any, path: str) -> Any:
 # --- which instances are GPU instances --------------------------------------------------------
 
 
+FAMILIES_FILE = Path(__file__).resolve().parent / "gpu_families.json"
+
+
 @functools.lru_cache(maxsize=1)
 def gpu_families() -> dict[str, frozenset[str]]:
-    """Each cloud's GPU instance families, from gpufleet's catalog (components/catalog.yaml).
-
-    AWS: the part before the dot (p4d, g5, ...). GCP: the machine series of types that carry
-    their GPUs (a2, a3, g2); N1 gets its GPUs as guest accelerators, checked separately.
-    Azure: the letters after Standard_ (NC, ND, NV)."""
-    from gpufleet.components import catalog
-
-    out: dict[str, set[str]] = {"aws": set(), "gcp": set(), "azure": set()}
-    for it in catalog.types():
-        if it.cloud == "gcp" and it.cloud_machine_type != it.name:
-            continue  # n1-standard-8 is a CPU type; its GPUs are accelerators
-        family = _family(it.cloud, it.cloud_machine_type)
-        if family:
-            out[it.cloud].add(family)
-    return {k: frozenset(v) for k, v in out.items()}
+    """Each cloud's GPU instance families, from gpu_families.json beside this file (made from
+    gpufleet's catalog by gpufleet.provision.policypack.gpu_families_doc, so the pack needs
+    nothing but the Policy SDK). AWS: the part before the dot (p4d, g5, ...). GCP: the machine
+    series of types that carry their GPUs (a2, a3, g2); N1 gets its GPUs as guest accelerators,
+    checked separately. Azure: the letters after Standard_ (NC, ND, NV)."""
+    doc = json.loads(FAMILIES_FILE.read_text())
+    return {cloud: frozenset(doc[cloud]) for cloud in ("aws", "gcp", "azure")}
 
 
 def _family(cloud: str, machine_type: str) -> str | None:
@@ -104,17 +108,20 @@ def gpu_instance(resource_type: str, props: Mapping[str, Any]) -> str | None:
 
     An AWS instance launched from a launch template without its own instanceType is judged
     on the template (which this check also covers)."""
-    if resource_type == AWS_INSTANCE or resource_type in AWS_LAUNCH_TEMPLATES:
+    if resource_type in AWS_INSTANCES or resource_type in AWS_LAUNCH_TEMPLATES:
         t = _known(props.get("instanceType"), "instanceType")
         return t if _is_gpu_type("aws", t) else None
     if resource_type in GCP_INSTANCES:
         t = _known(props.get("machineType"), "machineType")
-        accelerators = props.get("guestAccelerators") or []
+        accelerators = _known(props.get("guestAccelerators"), "guestAccelerators") or []
         if _is_gpu_type("gcp", t) or any(_known(a.get("count"), "count") for a in accelerators):
             return str(t)
         return None
     if resource_type == AZURE_VM:
         t = _known((props.get("hardwareProfile") or {}).get("vmSize"), "hardwareProfile.vmSize")
+        return t if _is_gpu_type("azure", t) else None
+    if resource_type == AZURE_VMSS:
+        t = _known((props.get("sku") or {}).get("name"), "sku.name")
         return t if _is_gpu_type("azure", t) else None
     return None
 
@@ -202,21 +209,22 @@ def _anywhere(cidr: Any) -> bool:
         return False
 
 
-def _port_range_has_22(low: Any, high: Any, protocol: Any) -> bool:
-    proto = str(protocol).lower()
+def _port_range_has_22(low: Any, high: Any, protocol: Any, where: str) -> bool:
+    proto = str(_known(protocol, f"{where}.protocol")).lower()
     if proto in ("-1", "all", "*"):
         return True
     if proto not in ("tcp", "6"):
         return False
+    low, high = _known(low, f"{where}.fromPort"), _known(high, f"{where}.toPort")
     try:
         return int(float(low)) <= 22 <= int(float(high))
     except (TypeError, ValueError):
         return False
 
 
-def _ports_text_has_22(ports: Iterable[Any]) -> bool:
+def _ports_text_has_22(ports: Iterable[Any], where: str) -> bool:
     for p in ports:
-        text = str(p).strip()
+        text = str(_known(p, where)).strip()
         if text in ("*", ""):
             return True
         low, _, high = text.partition("-")
@@ -229,11 +237,15 @@ def _ports_text_has_22(ports: Iterable[Any]) -> bool:
 
 
 def _aws_rule(rule: Mapping[str, Any], where: str) -> list[Violation]:
-    cidrs = [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]
-    cidrs += [rule.get("cidrIpv4"), rule.get("cidrIpv6")]  # aws:vpc/securityGroupIngressRule
     protocol = rule.get("protocol", rule.get("ipProtocol"))
-    if not _port_range_has_22(rule.get("fromPort"), rule.get("toPort"), protocol):
+    if not _port_range_has_22(rule.get("fromPort"), rule.get("toPort"), protocol, where):
         return []
+    cidrs = [
+        *(_known(rule.get("cidrBlocks"), f"{where}.cidrBlocks") or []),
+        *(_known(rule.get("ipv6CidrBlocks"), f"{where}.ipv6CidrBlocks") or []),
+        rule.get("cidrIpv4"),  # aws:vpc/securityGroupIngressRule
+        rule.get("cidrIpv6"),
+    ]
     return [
         Violation(
             SSH_POLICY, f"{where} allows SSH (port 22) from {c}: name the addresses that need it"
@@ -243,40 +255,63 @@ def _aws_rule(rule: Mapping[str, Any], where: str) -> list[Violation]:
     ]
 
 
+def _gcp_allow_has_22(allow: Mapping[str, Any], where: str) -> bool:
+    proto = str(_known(allow.get("protocol"), f"{where}.protocol")).lower()
+    if proto == "all":
+        return True
+    ports = _known(allow.get("ports"), f"{where}.ports") or ["*"]  # no ports: every port
+    return proto in ("tcp", "6") and _ports_text_has_22(ports, f"{where}.ports")
+
+
+def _gcp_firewall(props: Mapping[str, Any]) -> list[Violation]:
+    """An INGRESS rule with none of sourceRanges, sourceTags and sourceServiceAccounts applies
+    to every source, 0.0.0.0/0 (cloud.google.com/vpc/docs/firewalls, read 2026-11-25;
+    hashicorp/terraform-provider-google#6789)."""
+    if str(_known(props.get("direction"), "direction") or "INGRESS").upper() != "INGRESS":
+        return []
+    allows = _known(props.get("allows"), "allows") or []
+    if not any(_gcp_allow_has_22(a, f"allows[{i}]") for i, a in enumerate(allows)):
+        return []
+    ranges = _known(props.get("sourceRanges"), "sourceRanges") or []
+    others = [_known(props.get(k), k) for k in ("sourceTags", "sourceServiceAccounts")]
+    if not ranges and not any(others):
+        return [
+            Violation(
+                SSH_POLICY,
+                "firewall allows tcp:22 from 0.0.0.0/0 (an ingress rule with no sourceRanges, "
+                "sourceTags or sourceServiceAccounts applies to every source): name the "
+                "addresses that need it in sourceRanges",
+            )
+        ]
+    return [
+        Violation(SSH_POLICY, f"firewall allows tcp:22 from {c}: name the addresses that need it")
+        for c in ranges
+        if _anywhere(_known(c, "sourceRanges"))
+    ]
+
+
 def check_ssh(resource_type: str, props: Mapping[str, Any]) -> list[Violation]:
-    """No ingress rule lets port 22 in from 0.0.0.0/0, ::/0, * or Internet."""
+    """No ingress rule lets port 22 in from 0.0.0.0/0, ::/0, * or Internet.
+
+    Raises UnknownAtPreview when a value that decides it (a protocol, a port, a source) is not
+    known yet: like the expiry, neither a pass nor a violation."""
     if resource_type == AWS_SG:
         return [
             v
-            for i, rule in enumerate(props.get("ingress") or [])
+            for i, rule in enumerate(_known(props.get("ingress"), "ingress") or [])
             for v in _aws_rule(rule, f"ingress[{i}]")
         ]
     if resource_type == AWS_SG_RULE:
-        return _aws_rule(props, "rule") if props.get("type") == "ingress" else []
+        kind = _known(props.get("type"), "type")
+        return _aws_rule(props, "rule") if kind == "ingress" else []
     if resource_type == AWS_SG_INGRESS:
         return _aws_rule(props, "ingress rule")
     if resource_type == GCP_FIREWALL:
-        if str(props.get("direction") or "INGRESS").upper() != "INGRESS":
-            return []
-        opens = any(
-            str(a.get("protocol")).lower() == "all"
-            or (
-                str(a.get("protocol")).lower() in ("tcp", "6")
-                and _ports_text_has_22(a.get("ports") or ["*"])
-            )
-            for a in props.get("allows") or []
-        )
-        return [
-            Violation(
-                SSH_POLICY, f"firewall allows tcp:22 from {c}: name the addresses that need it"
-            )
-            for c in props.get("sourceRanges") or []
-            if opens and _anywhere(_known(c, "sourceRanges"))
-        ]
+        return _gcp_firewall(props)
     if resource_type == AZURE_NSG:
         return [
             v
-            for i, rule in enumerate(props.get("securityRules") or [])
+            for i, rule in enumerate(_known(props.get("securityRules"), "securityRules") or [])
             for v in _azure_rule(rule, f"securityRules[{i}] ({rule.get('name', '?')})")
         ]
     if resource_type == AZURE_NSG_RULE:
@@ -286,16 +321,22 @@ def check_ssh(resource_type: str, props: Mapping[str, Any]) -> list[Violation]:
 
 def _azure_rule(rule: Mapping[str, Any], where: str) -> list[Violation]:
     if (
-        str(rule.get("direction", "")).lower() != "inbound"
-        or str(rule.get("access", "")).lower() != "allow"
+        str(_known(rule.get("direction", ""), f"{where}.direction")).lower() != "inbound"
+        or str(_known(rule.get("access", ""), f"{where}.access")).lower() != "allow"
     ):
         return []
-    if str(rule.get("protocol", "*")).lower() not in ("tcp", "*"):
+    if str(_known(rule.get("protocol", "*"), f"{where}.protocol")).lower() not in ("tcp", "*"):
         return []
-    ports = [rule.get("destinationPortRange"), *(rule.get("destinationPortRanges") or [])]
-    if not _ports_text_has_22(p for p in ports if p is not None):
+    ports = [
+        rule.get("destinationPortRange"),
+        *(_known(rule.get("destinationPortRanges"), f"{where}.ports") or []),
+    ]
+    if not _ports_text_has_22((p for p in ports if p is not None), f"{where}.ports"):
         return []
-    sources = [rule.get("sourceAddressPrefix"), *(rule.get("sourceAddressPrefixes") or [])]
+    sources = [
+        rule.get("sourceAddressPrefix"),
+        *(_known(rule.get("sourceAddressPrefixes"), f"{where}.sources") or []),
+    ]
     return [
         Violation(
             SSH_POLICY, f"{where} allows SSH (port 22) from {s}: name the addresses that need it"

@@ -24,6 +24,19 @@ def gpufleet_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     stop_everything_under(home)
 
 
+@pytest.fixture(autouse=True)
+def policy_pack_prepared(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """`up` on a cloud prepares gpufleet's policy pack with pip (network): every test gets a
+    folder standing for a prepared one ($GPUFLEET_POLICY_PACK, outside $GPUFLEET_HOME);
+    test_policypack.py unsets it to prepare one with a fake pip."""
+    pack = tmp_path_factory.mktemp("prepared-policy-pack")
+    (pack / "PulumiPolicy.yaml").write_text("runtime: python\n")
+    monkeypatch.setenv("GPUFLEET_POLICY_PACK", str(pack))
+    return pack
+
+
 def stop_everything_under(home: Path) -> None:
     """Stop each cluster folder's holder, head mux and sandbox processes, then any strays.
 

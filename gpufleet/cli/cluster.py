@@ -66,6 +66,7 @@ def up(
             "?region=R (default: $GPUFLEET_SECRETS_PROVIDER)"
         ),
     ] = None,
+    no_policy: opt.NoPolicy = False,
     hosts: opt.Hosts = None,
     inventory: opt.Inventory = None,
     ssh_user: opt.SshUser = None,
@@ -95,6 +96,7 @@ def up(
 
     cloud = validate.cloud_name(cloud)
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    policy = opt.policy_option(cloud, no_policy)
     count = validate.node_count(nodes, byo.pop("nodes", None))
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,
@@ -112,9 +114,10 @@ def up(
         image=image,
     )
     est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
-    options = {"backend": backend} if backend else dict(byo_options)
+    options: dict[str, object] = {"backend": backend} if backend else dict(byo_options)
     if secrets_provider:
         options["secrets_provider"] = secrets_provider
+    options.update(policy)
     info = lifecycle.up(spec, progress, max_cost=max_cost, **options)
     if as_json:
         doc = documents.cluster(

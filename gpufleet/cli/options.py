@@ -51,3 +51,23 @@ AcceptHostKeys = Annotated[
     bool, typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)")
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")]
+NoPolicy = Annotated[
+    bool,
+    typer.Option(
+        "--no-policy",
+        help="clouds: create the cluster without gpufleet's policy pack (pulumi-policy, "
+        "prepared once with pip); default: the pack runs",
+    ),
+]
+
+
+def policy_option(cloud: str, no_policy: bool) -> dict[str, object]:
+    """--no-policy as a provisioner option; refused where no Pulumi stack runs the pack."""
+    if not no_policy:
+        return {}
+    from gpufleet.components.errors import SpecError
+    from gpufleet.provision import traits
+
+    if not traits(cloud).pulumi:
+        raise SpecError("no_policy", f"--cloud {cloud} runs no policy pack", "drop --no-policy")
+    return {"policy": False}

@@ -58,6 +58,7 @@ def run(
     zone: opt.Zone = None,
     spot: opt.Spot = False,
     public_workers: opt.PublicWorkers = False,
+    no_policy: opt.NoPolicy = False,
     ttl: Annotated[
         str,
         typer.Option(
@@ -150,9 +151,12 @@ def run(
     validate.nproc(nproc_per_node)
     validate.job(launcher, list(command), workdir, setup)
     if cluster is not None:
-        validate.not_with_cluster(cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr",)))
+        validate.not_with_cluster(
+            cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr", "no_policy"))
+        )
         state.load(cluster)  # ClusterNotFound before anything runs
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
+    byo_options.update(opt.policy_option(cloud, no_policy))
     count = validate.node_count(nodes, byo.pop("nodes", None))
     spec = None
     if cluster is None:

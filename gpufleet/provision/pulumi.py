@@ -17,7 +17,7 @@ from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import state
 from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.provision import Progress, hostkeypin, traits
-from gpufleet.provision.secrets import SecretsChoice
+from gpufleet.provision.secrets import SecretsChoice, passphrase_file
 from gpufleet.provision.secrets import choose as choose_secrets
 
 PROJECT = "gpufleet"
@@ -59,10 +59,13 @@ def backend_url(explicit: str | None = None, *, mkdir: bool = True) -> str:
     return f"file://{path}"
 
 
-def passphrase() -> str:
-    """$PULUMI_CONFIG_PASSPHRASE, else one generated once and kept 0600 under $GPUFLEET_HOME."""
+def passphrase() -> str | None:
+    """$PULUMI_CONFIG_PASSPHRASE; None with $PULUMI_CONFIG_PASSPHRASE_FILE (Pulumi reads that
+    file itself); else one generated once and kept 0600 under $GPUFLEET_HOME."""
     if "PULUMI_CONFIG_PASSPHRASE" in os.environ:
         return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+    if passphrase_file():
+        return None
     path = state.home() / "pulumi-passphrase"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +97,8 @@ def with_ssh_cidrs(spec: ClusterSpec, learn=own_cidr) -> ClusterSpec:
         raise SpecError(
             "ssh_cidrs",
             "none given and your public address could not be learned",
-            "pass --ssh-cidr YOUR.PUBLIC.IP/32 (0.0.0.0/0 opens SSH to everyone)",
+            "pass --ssh-cidr YOUR.PUBLIC.IP/32, or your network's CIDR (gpufleet's policy pack "
+            "refuses SSH from 0.0.0.0/0)",
         )
     return spec.with_(ssh_cidrs=[cidr])
 
@@ -115,7 +119,8 @@ def workspace_env(url: str, with_passphrase: bool = True) -> dict[str, str]:
     package = Path(gpufleet.__file__).resolve().parent
     parts = (str(package / "_pickled"), str(package.parent), os.environ.get("PYTHONPATH", ""))
     path = os.pathsep.join(p for p in parts if p)
-    env = {"PULUMI_CONFIG_PASSPHRASE": passphrase()} if with_passphrase else {}
+    phrase = passphrase() if with_passphrase else None
+    env = {"PULUMI_CONFIG_PASSPHRASE": phrase} if phrase is not None else {}
     return {
         **env,
         "PULUMI_BACKEND_URL": url,
@@ -192,11 +197,18 @@ class PulumiProvisioner:
     """up = `pulumi up` of a stack named after the cluster; down = destroy + remove the stack."""
 
     _secrets: SecretsChoice  # chosen by up() before anything else
+    _pack: Path | None = None  # the prepared policy pack (policypack.prepare); None: --no-policy
     _created = True  # up(): whether this call made the stack (else it was there, empty)
 
-    def __init__(self, backend: str | None = None, secrets_provider: str | None = None):
+    def __init__(
+        self,
+        backend: str | None = None,
+        secrets_provider: str | None = None,
+        policy: bool = True,
+    ):
         self.backend = backend
         self.secrets_provider = secrets_provider  # --secrets-provider (else the env's)
+        self.policy = policy  # False: --no-policy
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
@@ -205,6 +217,7 @@ class PulumiProvisioner:
         )
         find_pulumi()
         _import_sdk(spec.cloud)
+        self._pack = prepare_policy_pack(progress) if self.policy else None
         bootstrap_keys = hostkeypin.bootstrap_asked()
         if not bootstrap_keys:
             hostkeypin.require_channel(spec.cloud)
@@ -280,23 +293,22 @@ class PulumiProvisioner:
         stack.set_config(
             "gpufleet:bootstrapHostKeys", _config_value("true" if bootstrap_keys else "false")
         )
-        packs = policy_pack_args(spec)
+        secrets_word = secrets_in_use(stack, self._secrets, self._created)
+        packs = policy_pack_args(spec, self._pack)  # a config file: removed by _up_with_packs
         progress(
             f"pulumi up: stack {spec.name} ({backend_url(self.backend)}; secrets: "
-            f"{self._secrets.why}; "
+            f"{secrets_word}; "
             + (
                 f"policy pack {POLICY_PACK_NAME})"
                 if packs
-                else "policy pack NOT run: pulumi-policy is not installed)"
+                else f"policy pack NOT run: {NO_POLICY_FLAG} given)"
             )
         )
         try:
             # refresh first: over a stack whose nodes removed themselves at expiry, the
             # program then sees them gone and refuses to create them again (nothing to
             # refresh in a new stack)
-            result = stack.up(
-                on_output=_progress_lines(progress), color="never", refresh=True, **packs
-            )
+            result = _up_with_packs(stack, progress, packs)
         except BaseException as e:
             expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
             if expired is not None:
@@ -593,26 +605,27 @@ class CapacityError(GpufleetError):
 
 
 POLICY_PACK_NAME = "gpufleet"
+NO_POLICY_FLAG = "--no-policy"
 
 
-def policy_pack_dir() -> Path:
-    """gpufleet's CrossGuard pack (policy/; a wheel's shipped copy)."""
-    from gpufleet.components.resources import data_dir
+def prepare_policy_pack(progress: Progress) -> Path:
+    """The pack's folder with its own virtualenv (policypack.prepare), made once per version;
+    PolicyPackUnavailable, before anything is created, where it cannot be made."""
+    from gpufleet.provision.policypack import prepare
 
-    return data_dir("policy")
+    return prepare(progress)
 
 
-def policy_pack_args(spec: ClusterSpec) -> dict[str, Any]:
-    """stack.up's policy_packs (Pulumi's `--policy-pack`) and, when the cluster's TTL is
-    longer than the pack's default limit, a config (`--policy-pack-config`) allowing it.
-    None without the pulumi-policy package the pack runs on (the `pulumi` extra has it)."""
-    import importlib.util
+def policy_pack_args(spec: ClusterSpec, pack: Path | None) -> dict[str, Any]:
+    """stack.up's policy_packs (Pulumi's `--policy-pack`): the prepared pack (None: not run)
+    and, when the cluster's TTL is longer than the pack's default limit, a config
+    (`--policy-pack-config`, a temporary file _up_with_packs removes) allowing it."""
     import json
     import tempfile
 
-    if importlib.util.find_spec("pulumi_policy") is None:  # an install older than the pack
+    if pack is None:
         return {}
-    args: dict[str, Any] = {"policy_packs": [str(policy_pack_dir())]}
+    args: dict[str, Any] = {"policy_packs": [str(pack)]}
     hours = spec.ttl_minutes / 60
     if hours > DEFAULT_MAX_EXPIRY_HOURS:
         fd, path = tempfile.mkstemp(prefix="gpufleet-policy-", suffix=".json")
@@ -620,6 +633,26 @@ def policy_pack_args(spec: ClusterSpec) -> dict[str, Any]:
             json.dump({"gpu-instances-expire": {"maxHours": hours + 1}}, f)
         args["policy_pack_configs"] = [path]
     return args
+
+
+def _up_with_packs(stack: Any, progress: Progress, packs: dict[str, Any]) -> Any:
+    """stack.up with the policy pack arguments; their config files are removed after, whatever
+    the outcome. refresh first: over a stack whose nodes removed themselves at expiry, the
+    program then sees them gone."""
+    try:
+        return stack.up(on_output=_progress_lines(progress), color="never", refresh=True, **packs)
+    finally:
+        for path in packs.get("policy_pack_configs", []):
+            Path(path).unlink(missing_ok=True)
+
+
+def secrets_in_use(stack: Any, chosen: SecretsChoice, created: bool = True) -> str:
+    """The progress line's word on secrets: what the stack uses, and, when it was made with
+    another provider than the one asked for, that it keeps it (the Automation API passes
+    --secrets-provider only to `pulumi stack init`) and how to change it."""
+    from gpufleet.provision.secrets import describe, stack_provider
+
+    return describe(chosen, stack_provider(stack), stack.name, created)
 
 
 # The pack's own default (policy/gpufleet_policy.py DEFAULT_MAX_HOURS): a week.

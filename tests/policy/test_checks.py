@@ -213,3 +213,140 @@ def test_an_expiry_unknown_at_preview_neither_passes_nor_fails():
         checks.check_expiry("aws:ec2/instance:Instance", props, now=NOW)
     with pytest.raises(checks.UnknownAtPreview):
         checks.check_expiry("aws:ec2/instance:Instance", {"instanceType": unknown}, now=NOW)
+
+
+# AWS GPU instance families, written from the EC2 User Guide's accelerated computing instances
+# page, "GPU instances" (docs.aws.amazon.com/AWSEC2/latest/WindowsGuide/
+# accelerated-computing-instances.html, read 2026-11-25: G5, G4ad (AMD Radeon Pro V520 GPUs),
+# G4dn, G3, P2, P3, P4d), AWS Batch "GPU jobs" (docs.aws.amazon.com/batch/latest/userguide/
+# gpu-jobs.html, read 2026-11-25: g3s, g5g, g6) and RAPIDS' AWS page (gr6.8xlarge, 1 x L4,
+# read 2026-11-25); and types the same pages list as not GPUs (Inferentia, Trainium, FPGA).
+AWS_GPU_TYPES = [
+    "p2.xlarge", "p3.2xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge",
+    "g3.4xlarge", "g3s.xlarge", "g4ad.xlarge", "g4dn.xlarge", "g5.xlarge", "g5g.xlarge",
+    "g6.xlarge", "g6e.xlarge", "gr6.8xlarge",
+]  # fmt: skip
+AWS_NOT_GPU_TYPES = ["inf2.xlarge", "trn1.2xlarge", "f1.2xlarge", "m5.large", "c5.xlarge"]
+
+
+@pytest.mark.parametrize("itype", AWS_GPU_TYPES)
+@pytest.mark.parametrize("rtype", ["aws:ec2/instance:Instance",
+                                   "aws:ec2/spotInstanceRequest:SpotInstanceRequest",
+                                   "aws:ec2/launchTemplate:LaunchTemplate"])  # fmt: skip
+def test_aws_gpu_families_the_catalog_may_lack_are_gpu_instances(itype, rtype):
+    (v,) = checks.check_expiry(rtype, {"instanceType": itype, "tags": {}}, now=NOW)
+    assert v.message.startswith(f"GPU instance ({itype}) has no `gpufleet-expires` tag")
+
+
+@pytest.mark.parametrize("itype", AWS_NOT_GPU_TYPES)
+def test_accelerators_that_are_not_gpus_are_not_judged(itype):
+    assert checks.gpu_instance("aws:ec2/instance:Instance", {"instanceType": itype}) is None
+
+
+MORE_GPU_RESOURCES = {
+    "azure scale set": (
+        "azure-native:compute:VirtualMachineScaleSet",
+        {"sku": {"name": "Standard_ND96isr_H100_v5", "capacity": 2}, "tags": {}},
+        "GPU instance (Standard_ND96isr_H100_v5) has no `gpufleet-expires` tag",
+    ),
+    "gcp region instance template": (
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        {"machineType": "a3-highgpu-8g", "labels": {}},
+        "GPU instance (a3-highgpu-8g) has no `gpufleet-expires` label",
+    ),
+    "gcp instance from template with its own n1 + T4": (
+        "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
+        {"machineType": "n1-standard-8", "guestAccelerators": [{"count": 1}], "labels": {}},
+        "GPU instance (n1-standard-8) has no `gpufleet-expires` label",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MORE_GPU_RESOURCES)
+def test_scale_sets_and_templates_carrying_a_gpu_type_must_expire(case):
+    rtype, props, message = MORE_GPU_RESOURCES[case]
+    (v,) = checks.check_expiry(rtype, props, now=NOW)
+    assert v.message.startswith(message), v.message
+    far = {**props, ("labels" if rtype.startswith("gcp") else "tags"): {
+        "gpufleet-expires": str(NOW + 3600)}}  # fmt: skip
+    assert checks.check_expiry(rtype, far, now=NOW) == []
+
+
+# GCP: an INGRESS rule with none of sourceRanges, sourceTags and sourceServiceAccounts gets
+# the source 0.0.0.0/0 (cloud.google.com/vpc/docs/firewalls, ingress sources, read 2026-11-25;
+# seen in practice: hashicorp/terraform-provider-google#6789 "Firewall source_ranges defaults to
+# 0.0.0.0/0 when source_tags not provided", read 2026-11-25).
+def test_a_gcp_ingress_rule_without_any_source_is_open_to_everyone():
+    fw = {"allows": [{"protocol": "tcp", "ports": ["22"]}]}
+    (v,) = checks.check_ssh("gcp:compute/firewall:Firewall", fw)
+    assert v.message.startswith("firewall allows tcp:22 from 0.0.0.0/0 (an ingress rule with no")
+    # a source tag (or a service account) narrows it: not from anywhere
+    assert (
+        checks.check_ssh("gcp:compute/firewall:Firewall", {**fw, "sourceTags": ["bastion"]}) == []
+    )
+    assert (
+        checks.check_ssh(
+            "gcp:compute/firewall:Firewall", {**fw, "sourceServiceAccounts": ["sa@p.iam"]}
+        )
+        == []
+    )
+
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi-policy proxy.py UNKNOWN_STRING_VALUE
+UNKNOWN_NUMBER = "3eeb2bf0-c639-47a8-9e75-3b44932eb421"  # UNKNOWN_NUMBER_VALUE
+UNKNOWN_SSH = {
+    "aws port unknown": (
+        "aws:ec2/securityGroup:SecurityGroup",
+        {
+            "ingress": [
+                {
+                    "protocol": "tcp",
+                    "fromPort": UNKNOWN_NUMBER,
+                    "toPort": UNKNOWN_NUMBER,
+                    "cidrBlocks": ["0.0.0.0/0"],
+                }
+            ]
+        },  # fmt: skip
+    ),
+    "aws protocol unknown": (
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        {"ipProtocol": UNKNOWN, "fromPort": 22, "toPort": 22, "cidrIpv4": "0.0.0.0/0"},
+    ),
+    "gcp ports unknown": (
+        "gcp:compute/firewall:Firewall",
+        {"allows": [{"protocol": "tcp", "ports": [UNKNOWN]}], "sourceRanges": ["0.0.0.0/0"]},
+    ),
+    "gcp protocol unknown": (
+        "gcp:compute/firewall:Firewall",
+        {"allows": [{"protocol": UNKNOWN}], "sourceRanges": ["0.0.0.0/0"]},
+    ),
+    "azure port unknown": (
+        "azure-native:network:SecurityRule",
+        {
+            "direction": "Inbound",
+            "access": "Allow",
+            "protocol": "Tcp",
+            "sourceAddressPrefix": "*",
+            "destinationPortRange": UNKNOWN,
+        },  # fmt: skip
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNKNOWN_SSH)
+def test_a_protocol_or_port_unknown_at_preview_neither_passes_nor_fails(case):
+    rtype, props = UNKNOWN_SSH[case]
+    with pytest.raises(checks.UnknownAtPreview):
+        checks.check_ssh(rtype, props)
+
+
+def test_the_pack_imports_nothing_of_gpufleet():
+    """Pulumi runs the pack in its own virtualenv holding only the Policy SDK (requirements.txt):
+    its modules import the SDK and the standard library, never gpufleet."""
+    import ast
+
+    for path in (ROOT / "policy").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [n for n in names if n.split(".")[0] == "gpufleet"], path

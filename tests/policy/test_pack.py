@@ -6,6 +6,7 @@ project's environment runs this file again in a Python whose path starts there."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,54 @@ def test_the_pack_runs_with_the_policy_sdk_in_its_own_environment():
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout, done.stdout[-2000:]
+
+
+SELF_CONTAINED = """
+import sys
+sys.path[:0] = [SDK, PACK]
+import gpufleet_pack
+from pulumi_policy import ResourceValidationArgs
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("gpufleet", "components"))
+expiry, ssh = gpufleet_pack.policies(now=lambda: 1_900_000_000)
+said = []
+props = {"instanceType": "g4ad.xlarge", "tags": {}}
+args = ResourceValidationArgs("aws:ec2/instance:Instance", unknown_checking_proxy(props),
+                              "urn", "r", None, None, None)
+expiry.validate(args, lambda message, urn=None: said.append(message))
+props = {"allows": [{"protocol": "tcp", "ports": ["3eeb2bf0-c639-47a8-9e75-3b44932eb421"]}],
+         "sourceRanges": ["0.0.0.0/0"]}
+args = ResourceValidationArgs("gcp:compute/firewall:Firewall", unknown_checking_proxy(props),
+                              "urn", "r", None, None, None)
+try:
+    ssh.validate(args, lambda message, urn=None: said.append(message))
+except UnknownValueError as e:
+    said.append("unknown: " + e.message)
+import json
+print(json.dumps([leaked, said]))
+"""
+
+
+def test_the_pack_runs_on_the_policy_sdk_and_the_standard_library_alone():
+    """As in the pack's own virtualenv (requirements.txt: pulumi-policy only): no site-packages
+    (-S), only the SDK's folder and the pack's; nothing of gpufleet is importable or imported."""
+    if IN_PACK_ENV:
+        pytest.skip("this is the outer run's")
+    assert (SDK / "pulumi_policy").is_dir(), f"no Policy SDK in {SDK}: run `make deps-test`"
+    code = f"SDK, PACK = {str(SDK)!r}, {str(ROOT / 'policy')!r}\n" + SELF_CONTAINED
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=ROOT / "policy",
+        env={"PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    leaked, said = json.loads(done.stdout)
+    assert leaked == []
+    assert said[0].startswith("GPU instance (g4ad.xlarge) has no `gpufleet-expires` tag")
+    assert said[1].startswith("unknown: ") and "allows.0.ports.0" in said[1], said
 
 
 if IN_PACK_ENV:

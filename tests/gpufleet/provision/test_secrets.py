@@ -29,6 +29,7 @@ AZURE_KV = "azurekeyvault://v.vault.azure.net/keys/k"
 @pytest.fixture
 def env(monkeypatch):
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
     monkeypatch.delenv("GPUFLEET_SECRETS_PROVIDER", raising=False)
     return monkeypatch
 
@@ -101,11 +102,20 @@ def spec(**kw) -> ClusterSpec:
 
 
 class Stack:
-    """A fake stack recording what `up` hands the Automation API."""
+    """A fake stack recording what `up` hands the Automation API; `state_provider` is the
+    secrets_providers its exported state names (None: a new stack, no deployment yet)."""
+
+    state_provider: dict | None = None
 
     def __init__(self, calls):
         self.calls, self.name = calls, "t"
         self.workspace = self
+
+    def export_stack(self):
+        from types import SimpleNamespace
+
+        found = {"secrets_providers": self.state_provider} if self.state_provider else {}
+        return SimpleNamespace(version=3, deployment=found)
 
     def set_config(self, *_):
         pass
@@ -114,7 +124,8 @@ class Stack:
         return {}
 
     def up(self, **kw):
-        self.calls.append(("up", kw))
+        configs = [json.loads(Path(p).read_text()) for p in kw.get("policy_pack_configs", [])]
+        self.calls.append(("up", {**kw, "configs read during up": configs}))
         raise RuntimeError("stop here")  # the outputs are other tests' concern
 
     def destroy(self, **_):
@@ -136,14 +147,6 @@ def run_up(monkeypatch, s: ClusterSpec, backend: str, provider: str | None = Non
 
     monkeypatch.setattr(pp, "_stack", fake_stack)
     monkeypatch.setattr(pp, "stack_resources", lambda name, backend: None)  # no such stack yet
-    # pulumi-policy (the `pulumi` extra) may be missing from this venv; the pack's own tests
-    # run it (tests/policy)
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda n, *a: object() if n == "pulumi_policy" else real(n, *a)
-    )
     lines: list[str] = []
     with pytest.raises(pp.GpufleetError) as e:
         pp.PulumiProvisioner(backend, provider).up(s, lines.append)
@@ -157,12 +160,14 @@ def test_up_on_a_bucket_without_shared_secrets_creates_nothing(env, gpufleet_hom
     assert calls == [("progress", [])]  # no stack, no pulumi
 
 
-def test_up_hands_the_kms_provider_and_the_policy_pack_to_the_automation_api(env, gpufleet_home):
+def test_up_hands_the_kms_provider_and_the_policy_pack_to_the_automation_api(
+    env, gpufleet_home, policy_pack_prepared
+):
     calls, _ = run_up(env, spec(), "s3://team-state", "awskms://alias/team?region=us-east-1")
     (kind, chosen), (up, kw) = calls[0], calls[1]
     assert kind == "stack" and chosen.provider == "awskms://alias/team?region=us-east-1"
-    assert up == "up" and kw["policy_packs"] == [str(ROOT / "policy")]
-    assert (ROOT / "policy" / "PulumiPolicy.yaml").is_file()
+    # the prepared pack (tests/conftest.py's stand-in; test_policypack.py prepares a real one)
+    assert up == "up" and kw["policy_packs"] == [str(policy_pack_prepared)]
     assert "policy_pack_configs" not in kw  # a 4 h TTL is within the pack's week
     said = calls[-1][1][0]
     assert "secrets provider awskms://alias/team" in said and "policy pack gpufleet" in said
@@ -173,4 +178,65 @@ def test_a_ttl_over_the_packs_week_is_allowed_by_its_config(env, gpufleet_home):
     kw = calls[1][1]
     assert calls[0] == ("stack", None)  # local backend: today's passphrase
     (path,) = kw["policy_pack_configs"]
-    assert json.loads(Path(path).read_text()) == {"gpu-instances-expire": {"maxHours": 241.0}}
+    assert kw["configs read during up"] == [{"gpu-instances-expire": {"maxHours": 241.0}}]
+    assert not Path(path).exists()  # removed after use
+
+
+# Pulumi reads the passphrase from PULUMI_CONFIG_PASSPHRASE, else from the file
+# PULUMI_CONFIG_PASSPHRASE_FILE names (pulumi/pulumi pkg/secrets/passphrase/manager.go
+# readPassphrase, commit 1b59498, read 2026-11-25).
+def test_a_passphrase_file_counts_as_a_shared_passphrase(env, gpufleet_home, tmp_path):
+    phrase = tmp_path / "team-passphrase"
+    phrase.write_text("team secret\n")
+    env.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(phrase))
+    chosen = secrets.choose("s3://team-state")  # no NoSharedSecrets
+    assert (chosen.provider, chosen.passphrase) == ("passphrase", True)
+    assert "PULUMI_CONFIG_PASSPHRASE_FILE" in chosen.why
+    # Pulumi reads the file itself: no generated passphrase may shadow it
+    opts = pp._workspace_options("s3://team-state", chosen)
+    assert "PULUMI_CONFIG_PASSPHRASE" not in opts["env_vars"]
+    assert not (gpufleet_home / "pulumi-passphrase").exists()
+
+
+# The Automation API passes --secrets-provider to `pulumi stack init` only (pulumi 3.272
+# automation/_local_workspace.py create_stack; select_stack passes none); a stack's provider
+# changes with `pulumi stack change-secrets-provider` (pkg/cmd/pulumi/stack/
+# stack_change_secrets_provider.go), both read 2026-11-25.
+def test_an_existing_stack_keeps_its_provider_and_up_says_how_to_change_it(env, gpufleet_home):
+    env.setenv("PULUMI_CONFIG_PASSPHRASE", "old")
+    env.setattr(Stack, "state_provider", {"type": "passphrase", "state": {"salt": "v1:x"}})
+    calls, _ = run_up(env, spec(), "s3://team-state", "awskms://alias/team?region=us-east-1")
+    said = next(line for line in calls[-1][1] if line.startswith("pulumi up:"))
+    assert "secrets: the stack keeps its own (passphrase): --secrets-provider " in said
+    assert (
+        "to change it: pulumi stack change-secrets-provider --stack t "
+        "'awskms://alias/team?region=us-east-1'" in said
+    )
+
+
+def test_an_empty_stack_made_before_keeps_its_provider_too(env, gpufleet_home):
+    """A stack made with `pulumi stack init` has no state yet to read its provider from."""
+    env.setenv("PULUMI_CONFIG_PASSPHRASE", "old")
+    env.setattr(pp, "stack_resources", lambda name, backend: 0)  # there, empty
+    chosen = secrets.choose("s3://team-state", "awskms://alias/team?region=us-east-1")
+    said = secrets.describe(chosen, None, "t", created=False)
+    assert said.startswith("the stack's own (it existed before this `up`): --secrets-provider")
+    assert "pulumi stack change-secrets-provider --stack t" in said
+
+
+def test_the_progress_line_names_the_kms_the_stack_uses(env, gpufleet_home):
+    env.setattr(
+        Stack,
+        "state_provider",
+        {"type": "cloud", "state": {"url": "awskms://alias/team?region=us-east-1"}},
+    )
+    calls, _ = run_up(env, spec(), "s3://team-state", "awskms://alias/team?region=us-east-1")
+    said = next(line for line in calls[-1][1] if line.startswith("pulumi up:"))
+    assert "secrets: secrets provider awskms://alias/team;" in said
+    # asked for nothing on a bucket backend that the env cannot cover: refused (as before);
+    # with a shared passphrase set, a KMS stack is named as the stack's own
+    env.setenv("PULUMI_CONFIG_PASSPHRASE", "p")
+    chosen = secrets.choose("file:///x")
+    assert secrets.describe(chosen, "awskms://alias/team?region=us-east-1", "t") == (
+        "the stack's own (awskms://alias/team)"
+    )
