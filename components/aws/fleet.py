@@ -13,6 +13,7 @@ from gpufleet.components.aws.network import (
     aws_region,
     bringing,
     build_network,
+    default_provider_region,
     provider_region,
     take_user_network,
 )
@@ -210,7 +211,21 @@ class AwsGpuFleet(GpufleetComponent):
         """The spec in its explicit provider's region (asked through it); a spec region that
         differs is refused: the resources would go to the provider's region regardless."""
         region = provider_region()
-        if region is None or spec.region == region:
+        if region is None:
+            # The default provider: it puts the resources in its region whatever spec.region
+            # says, so a region that differs is refused too (stackconfig does so for a stack).
+            default = default_provider_region() if spec.region else None
+            if default and default != spec.region:
+                raise SpecError(
+                    "region",
+                    f"is {spec.region}, but the default AWS provider (the stack's aws:region) "
+                    f"is in {default}: every resource would go to {default}",
+                    f"drop region, or run `pulumi config set aws:region {spec.region}`, or "
+                    f"give the fleet a provider for {spec.region} "
+                    "(opts=ResourceOptions(provider=aws.Provider(..., region=...)))",
+                )
+            return spec
+        if spec.region == region:
             return spec
         if spec.region:
             provider = explicit_provider(opts, "aws")

@@ -169,12 +169,21 @@ def take_user_network(args: Any) -> tuple[Any, UserNetwork | None]:
 
 
 def provider_region() -> str | None:
-    """The region of the provider the component's lookups ask (components/invokes.py), asked
-    through it; None: the default provider (its region is the stack's `aws:region`)."""
+    """The region of an explicit provider the component's lookups ask (components/invokes.py),
+    asked through it; None: the default provider (default_provider_region)."""
     opts = lookup_opts()
     if opts is None or opts.provider is None:
         return None
     return aws.get_region(opts=opts).region or None
+
+
+def default_provider_region() -> str | None:
+    """The default provider's region: the stack's `aws:region`, else asked through it (the
+    provider then takes AWS_REGION / the profile's); None when nothing answers (a plan offline)."""
+    configured = pulumi.Config("aws").get("region")
+    if configured:
+        return configured
+    return aws.get_region(opts=lookup_opts()).region or None
 
 
 def aws_region(spec: ClusterSpec) -> str:
