@@ -17,7 +17,7 @@ from gpufleet.components.aws.network import (
     provider_region,
     take_user_network,
 )
-from gpufleet.components.aws.offers import zone_fallback
+from gpufleet.components.aws.offers import subnet_zone, zone_fallback
 from gpufleet.components.catalog import lookup
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
@@ -255,6 +255,10 @@ class AwsGpuFleet(GpufleetComponent):
         # Every lookup asks the provider the resources will use (its region and account).
         with asking(invoke_options(opts, "aws")), bringing(user):
             spec = self._in_provider_region(spec, opts)
+            # A plain subnet_id fixes the zone: its own, read from EC2 (the offer check and
+            # the reservation's zone are compared with it).
+            in_subnet = subnet_zone(spec)
+            spec = spec.with_(zone=in_subnet) if in_subnet else spec
             # Before anything is registered: a region or zone without the type fails here.
             offered = offer_check(self._cloud)(spec, it.name)
             zone, self.availability = offered.zone, offered.availability
