@@ -158,7 +158,8 @@ def _vpcs(spec: ClusterSpec, it: InstanceType) -> str | None:
             VPCS,
             f"{name} ({code}) is {have} in {region} and {used} exist; the cluster makes 1 more",
             _increase(service, code, name, used + 1, region)
-            + ", or reuse a VPC: give vpc_id and subnet_id (a subnet with NAT egress)",
+            + ", or reuse a VPC: give vpc_id and subnet_id (a subnet routing 0.0.0.0/0 to NAT "
+            "and ssh_cidrs to the internet gateway)",
         )
     return f"{name} {have}, {used} in use, need 1 more"
 
@@ -449,7 +450,7 @@ def _egress(spec: ClusterSpec, it: InstanceType) -> str | None:
             "add a route to the VPC's internet gateway (igw-...) for each ssh_cidr in that "
             "route table"
             + (
-                ", or set public_workers: true with a 0.0.0.0/0 route to it"
+                ", or set public_workers: true with a 0.0.0.0/0 route to the internet gateway"
                 if private_workers
                 else ""
             )
