@@ -285,8 +285,16 @@ class AwsGpuFleet(GpufleetComponent):
         # Only gpufleet's fixed tags go into the template's tag specifications: a template
         # change makes a new version and so a new instance, and neither a TTL change nor an
         # edit of the user's `tags` may (the instance's own tags, below, carry both and change
-        # in place; the template's own tags do too). Volumes and interfaces carry these only.
+        # in place). Volumes and interfaces carry these only. The user's `tags` stay off the
+        # template's own tags too: any change of those marks latest_version unknown in a
+        # preview (terraform-provider-aws ec2_launch_template.go, CustomizeDiff
+        # ComputedIf("latest_version") skips only name, name_prefix, description,
+        # default_version, update_default_version), and the instance's CustomizeDiff forces a
+        # new instance when the version it is given differs from its own: the preview would
+        # show every node replaced. The expiry stays there for the policy pack, which judges a
+        # GPU launch template by its own gpufleet-expires (so a TTL change still shows so).
         launch_tags = {k: tags[k] for k in LAUNCH_TAGS}
+        template_tags = {**launch_tags, "gpufleet-expires": tags["gpufleet-expires"]}
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -340,7 +348,7 @@ class AwsGpuFleet(GpufleetComponent):
                     )
                     for kind in ("instance", "volume", "network-interface")
                 ],
-                tags={**tags, "Name": f"{name}-node-{i}-lt"},
+                tags={**template_tags, "Name": f"{name}-node-{i}-lt"},
                 opts=child,
             )
             inst = aws.ec2.Instance(
