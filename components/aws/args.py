@@ -23,14 +23,20 @@ class AwsGpuFleetArgs(FleetArgs, total=False):
     subnet_ids: list[pulumi.Input[str]]
     """Existing subnets of `vpc_id`. Every node goes in the FIRST one: a cluster placement group
     and EFA keep a fleet in one availability zone and one subnet. Any further subnets are not
-    used (a warning names them), so a program can pass its VPC's private subnet list. Workers
-    without public addresses need the subnet to route 0.0.0.0/0 through a NAT gateway."""
+    used (a warning names them), so a program can pass its VPC's private subnet list. The head's
+    public address is in that subnet too, so its route table must send 0.0.0.0/0 through a NAT
+    gateway for workers without public addresses AND each `ssh_cidrs` entry to the internet
+    gateway (else the head's SSH replies leave through NAT and fail); with `public_workers`,
+    0.0.0.0/0 to the internet gateway. A plain id is read before anything is registered: its
+    VPC must be `vpc_id`, its zone is the fleet's (`zone`, if given, must match)."""
     subnet_id: pulumi.Input[str]
     """One existing subnet of `vpc_id`: the same as `subnet_ids: [subnet_id]` (the stack config
     and CLI name it so)."""
     extra_security_group_ids: list[pulumi.Input[str]]
     """Security groups of `vpc_id` added to every interface of every node, beside the groups
-    gpufleet makes (or those of `security_group_ids`)."""
+    gpufleet makes (or those of `security_group_ids`). The head's primary interface carries
+    gpufleet's two groups (or yours) plus these: at most the account's "Security groups per
+    network interface" quota (default 5, at most 16)."""
     security_group_ids: list[pulumi.Input[str]]
     """Security groups of `vpc_id` that REPLACE gpufleet's own: then it makes none, and these
     groups must allow all traffic in and out between the nodes (EFA needs a group that allows

@@ -13,10 +13,11 @@ from gpufleet.components.aws.network import (
     aws_region,
     bringing,
     build_network,
+    default_provider_region,
     provider_region,
     take_user_network,
 )
-from gpufleet.components.aws.offers import zone_fallback
+from gpufleet.components.aws.offers import subnet_zone, zone_fallback
 from gpufleet.components.catalog import lookup
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
@@ -210,7 +211,21 @@ class AwsGpuFleet(GpufleetComponent):
         """The spec in its explicit provider's region (asked through it); a spec region that
         differs is refused: the resources would go to the provider's region regardless."""
         region = provider_region()
-        if region is None or spec.region == region:
+        if region is None:
+            # The default provider: it puts the resources in its region whatever spec.region
+            # says, so a region that differs is refused too (stackconfig does so for a stack).
+            default = default_provider_region() if spec.region else None
+            if default and default != spec.region:
+                raise SpecError(
+                    "region",
+                    f"is {spec.region}, but the default AWS provider (the stack's aws:region) "
+                    f"is in {default}: every resource would go to {default}",
+                    f"drop region, or run `pulumi config set aws:region {spec.region}`, or "
+                    f"give the fleet a provider for {spec.region} "
+                    "(opts=ResourceOptions(provider=aws.Provider(..., region=...)))",
+                )
+            return spec
+        if spec.region == region:
             return spec
         if spec.region:
             provider = explicit_provider(opts, "aws")
@@ -240,6 +255,10 @@ class AwsGpuFleet(GpufleetComponent):
         # Every lookup asks the provider the resources will use (its region and account).
         with asking(invoke_options(opts, "aws")), bringing(user):
             spec = self._in_provider_region(spec, opts)
+            # A plain subnet_id fixes the zone: its own, read from EC2 (the offer check and
+            # the reservation's zone are compared with it).
+            in_subnet = subnet_zone(spec)
+            spec = spec.with_(zone=in_subnet) if in_subnet else spec
             # Before anything is registered: a region or zone without the type fails here.
             offered = offer_check(self._cloud)(spec, it.name)
             zone, self.availability = offered.zone, offered.availability
@@ -266,8 +285,16 @@ class AwsGpuFleet(GpufleetComponent):
         # Only gpufleet's fixed tags go into the template's tag specifications: a template
         # change makes a new version and so a new instance, and neither a TTL change nor an
         # edit of the user's `tags` may (the instance's own tags, below, carry both and change
-        # in place; the template's own tags do too). Volumes and interfaces carry these only.
+        # in place). Volumes and interfaces carry these only. The user's `tags` stay off the
+        # template's own tags too: any change of those marks latest_version unknown in a
+        # preview (terraform-provider-aws ec2_launch_template.go, CustomizeDiff
+        # ComputedIf("latest_version") skips only name, name_prefix, description,
+        # default_version, update_default_version), and the instance's CustomizeDiff forces a
+        # new instance when the version it is given differs from its own: the preview would
+        # show every node replaced. The expiry stays there for the policy pack, which judges a
+        # GPU launch template by its own gpufleet-expires (so a TTL change still shows so).
         launch_tags = {k: tags[k] for k in LAUNCH_TAGS}
+        template_tags = {**launch_tags, "gpufleet-expires": tags["gpufleet-expires"]}
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -321,7 +348,7 @@ class AwsGpuFleet(GpufleetComponent):
                     )
                     for kind in ("instance", "volume", "network-interface")
                 ],
-                tags={**tags, "Name": f"{name}-node-{i}-lt"},
+                tags={**template_tags, "Name": f"{name}-node-{i}-lt"},
                 opts=child,
             )
             inst = aws.ec2.Instance(

@@ -40,6 +40,13 @@ class Network:
     ssh_groups: list[Any] = field(default_factory=list)  # also on a public node's primary one
 
 
+# Security groups per network interface (Amazon VPC quotas, vpc/latest/userguide/
+# amazon-vpc-limits.html#vpc-limits-security-groups): 5 by default, adjustable up to 16.
+DEFAULT_GROUPS_PER_INTERFACE = 5
+MAX_GROUPS_PER_INTERFACE = 16
+OWN_GROUPS = 2  # gpufleet's fleet group on every interface, its SSH group on a public primary
+
+
 @dataclass(frozen=True)
 class UserNetwork:
     """The network a program brings (AwsGpuFleetArgs vpc_id, subnet_ids, security groups):
@@ -96,6 +103,25 @@ def _id_list(args: dict[str, Any], key: str) -> list[Any] | None:
             f"pass a list, e.g. {key}=[resource.id]",
         )
     return list(value)
+
+
+def groups_per_interface(net: UserNetwork | None) -> int:
+    """Security groups on the busiest interface, a public node's primary one: the program's
+    replacement groups, or gpufleet's two, plus every extra group (fleet.network_interfaces)."""
+    if net is None:
+        return OWN_GROUPS
+    own = len(net.groups) if net.groups is not None else OWN_GROUPS
+    return own + len(net.extra_groups)
+
+
+def groups_counted(net: UserNetwork | None) -> str:
+    own = (
+        f"{len(net.groups)} of security_group_ids"
+        if net is not None and net.groups is not None
+        else "gpufleet's fleet and SSH groups"
+    )
+    extra = len(net.extra_groups) if net is not None else 0
+    return f"{own} + {extra} extra_security_group_ids"
 
 
 def take_user_network(args: Any) -> tuple[Any, UserNetwork | None]:
@@ -165,16 +191,35 @@ def take_user_network(args: Any) -> tuple[Any, UserNetwork | None]:
     if isinstance(vpc, str) and isinstance(subnets[0], str):
         rest = {**rest, "vpc_id": vpc, "subnet_id": subnets[0]}
     net = UserNetwork(vpc, subnets[0], tuple(extra), tuple(groups) if groups is not None else None)
+    count = groups_per_interface(net)
+    if count > MAX_GROUPS_PER_INTERFACE:
+        raise SpecError(
+            "extra_security_group_ids",
+            f"puts {count} security groups on the head's primary interface "
+            f"({groups_counted(net)}); EC2 allows at most {MAX_GROUPS_PER_INTERFACE} per "
+            f"interface even with a raised quota (the default is {DEFAULT_GROUPS_PER_INTERFACE})",
+            "pass fewer extra_security_group_ids, or merge their rules into fewer groups "
+            "(security_group_ids replaces gpufleet's own two)",
+        )
     return rest, net
 
 
 def provider_region() -> str | None:
-    """The region of the provider the component's lookups ask (components/invokes.py), asked
-    through it; None: the default provider (its region is the stack's `aws:region`)."""
+    """The region of an explicit provider the component's lookups ask (components/invokes.py),
+    asked through it; None: the default provider (default_provider_region)."""
     opts = lookup_opts()
     if opts is None or opts.provider is None:
         return None
     return aws.get_region(opts=opts).region or None
+
+
+def default_provider_region() -> str | None:
+    """The default provider's region: the stack's `aws:region`, else asked through it (the
+    provider then takes AWS_REGION / the profile's); None when nothing answers (a plan offline)."""
+    configured = pulumi.Config("aws").get("region")
+    if configured:
+        return configured
+    return aws.get_region(opts=lookup_opts()).region or None
 
 
 def aws_region(spec: ClusterSpec) -> str:

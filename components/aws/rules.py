@@ -98,8 +98,8 @@ def explain_failure(text: str) -> tuple[str, str] | None:
         return (
             "the region's VPC quota is used up (VpcLimitExceeded): each cluster makes its own "
             "VPC; the default is 5 per region",
-            "reuse a VPC (vpc_id and subnet_id, a subnet with NAT egress), remove unused ones, "
-            "or ask for more (Service Quotas, VPCs per Region L-F678F1CE, service code vpc)",
+            "reuse a VPC (vpc_id and subnet_id: docs/clouds.md says its routes), remove unused "
+            "ones, or ask for more (Service Quotas, VPCs per Region L-F678F1CE, service code vpc)",
         )
     return None
 

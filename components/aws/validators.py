@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pulumi_aws as aws
 
-from gpufleet.components.aws.network import aws_region, brings_network
+from gpufleet.components.aws.network import (
+    DEFAULT_GROUPS_PER_INTERFACE,
+    MAX_GROUPS_PER_INTERFACE,
+    aws_region,
+    brings_network,
+    groups_counted,
+    groups_per_interface,
+    user_network,
+)
 from gpufleet.components.invokes import lookup_opts
 from gpufleet.components.validators import Unanswered, Validator, refuse
 
@@ -31,6 +40,7 @@ VCPU_QUOTAS: dict[str, dict[bool, tuple[str, str]]] = {
 # Amazon VPC quotas (vpc/latest/userguide/amazon-vpc-limits.html) and EC2's Elastic IP quota.
 VPC_QUOTA = ("vpc", "L-F678F1CE", "VPCs per Region")
 EIP_QUOTA = ("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs")
+GROUPS_QUOTA = ("vpc", "L-2AFB9258", "Security groups per network interface")
 # A 0.0.0.0/0 route through one of these gives a subnet without public addresses the internet
 # (dstack's aws/resources.py _is_private_subnet_with_internet_egress takes the same three).
 PRIVATE_EGRESS = ("nat_gateway_id", "transit_gateway_id", "vpc_peering_connection_id")
@@ -148,7 +158,8 @@ def _vpcs(spec: ClusterSpec, it: InstanceType) -> str | None:
             VPCS,
             f"{name} ({code}) is {have} in {region} and {used} exist; the cluster makes 1 more",
             _increase(service, code, name, used + 1, region)
-            + ", or reuse a VPC: give vpc_id and subnet_id (a subnet with NAT egress)",
+            + ", or reuse a VPC: give vpc_id and subnet_id (a subnet routing 0.0.0.0/0 to NAT "
+            "and ssh_cidrs to the internet gateway)",
         )
     return f"{name} {have}, {used} in use, need 1 more"
 
@@ -313,41 +324,150 @@ def _field(route: Any, name: str) -> str:
     return (route.get(name) if isinstance(route, dict) else getattr(route, name, "")) or ""
 
 
+def _routes_v4(table: Any) -> list[tuple[ipaddress.IPv4Network, Any]]:
+    """The table's IPv4 CIDR routes (prefix-list and IPv6 routes carry no IPv4 CIDR)."""
+    found = []
+    for r in table.routes or []:
+        cidr = _field(r, "cidr_block")
+        if cidr:
+            net = ipaddress.ip_network(cidr, strict=False)
+            if isinstance(net, ipaddress.IPv4Network):
+                found.append((net, r))
+    return found
+
+
+def _target(route: Any) -> str:
+    for key in ("gateway_id", "nat_gateway_id", "transit_gateway_id", "vpc_peering_connection_id",
+                "network_interface_id", "vpc_endpoint_id", "local_gateway_id",
+                "carrier_gateway_id", "core_network_arn"):  # fmt: skip
+        if _field(route, key):
+            return _field(route, key)
+    return "?"
+
+
+def _via_igw(route: Any) -> bool:
+    return _field(route, "gateway_id").startswith("igw-")
+
+
+def ssh_reply_problems(routes: list[tuple[Any, Any]], cidrs: list[str]) -> list[str]:
+    """Each IPv4 SSH client CIDR whose replies would not all leave through an internet gateway.
+
+    Replies to a client take the longest-prefix route matching its address (VPC user guide,
+    route-tables-priority.html): the most specific route covering the whole CIDR must go to an
+    igw-, and so must every more specific route inside it. IPv6 CIDRs are not checked:
+    gpufleet gives the nodes no IPv6 address."""
+    problems = []
+    for cidr in cidrs:
+        c = ipaddress.ip_network(cidr, strict=False)
+        if not isinstance(c, ipaddress.IPv4Network):
+            continue
+        covering = [(n, r) for n, r in routes if c.subnet_of(n)]
+        inner = [(n, r) for n, r in routes if n != c and n.subnet_of(c) and not _via_igw(r)]
+        if not covering:
+            problems.append(f"{cidr} has no route")
+        else:
+            best, route = max(covering, key=lambda nr: nr[0].prefixlen)
+            if not _via_igw(route):
+                problems.append(f"{cidr} goes through {_target(route)} (route {best})")
+        problems += [f"{n} (in {cidr}) goes through {_target(r)}" for n, r in inner]
+    return problems
+
+
 def _egress(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """Which layouts of a given subnet's route table pass (the head's public address is in
+    the same subnet as the workers, so its SSH replies leave through this table too):
+
+    - every node public (public_workers, or one node): 0.0.0.0/0 to an igw-;
+    - private workers: 0.0.0.0/0 to a NAT gateway (or transit gateway / peering) for the
+      workers, AND a route to an igw- for each IPv4 ssh_cidr (as gpufleet's own network has);
+    - either way each ssh_cidr's most specific route goes to an igw- (a NAT route would send
+      the head's replies out from the NAT's address and the client drops them).
+    With replacement security_group_ids (no ssh_cidrs) the clients are unknown: private workers
+    then need at least one route to an igw- besides the NAT default, and the detail names the
+    CIDRs it covers (your groups' SSH sources must lie within them)."""
     if creates_network(spec):
         return None
     if not (spec.vpc_id and spec.subnet_id):
         raise Unanswered(
             "the program's subnet id is a pulumi Output (not known before its own resources "
-            "exist); its route to the internet is yours to give"
+            "exist); its route to the internet is yours to give: 0.0.0.0/0 through a NAT "
+            "gateway for private workers, and a route to the internet gateway for each "
+            "ssh_cidr (the head's Elastic IP replies through this subnet's route table)"
         )
     table = _route_table(spec)
-    default = [r for r in table.routes or [] if _field(r, "cidr_block") == "0.0.0.0/0"]
+    routes = _routes_v4(table)
+    default = [r for n, r in routes if n.prefixlen == 0]
     private_workers = spec.nodes > 1 and not spec.public_workers
+    where = f"subnet {spec.subnet_id}'s route table {table.id}"
+    leave = "or drop vpc_id/subnet_id to let gpufleet make a VPC that routes both"
     if private_workers:
-        ok = [r for r in default if any(_field(r, k) for k in PRIVATE_EGRESS)]
         want = "a NAT gateway (or a transit gateway / peering)"
+        ok = [r for r in default if any(_field(r, k) for k in PRIVATE_EGRESS)]
     else:
-        ok = [r for r in default if _field(r, "gateway_id").startswith("igw-")]
         want = "an internet gateway"
+        ok = [r for r in default if _via_igw(r)]
     if not ok:
         raise refuse(
             EGRESS,
-            f"subnet {spec.subnet_id}'s route table {table.id} has no 0.0.0.0/0 route to {want}"
+            f"{where} has no 0.0.0.0/0 route to {want}"
             + (
                 "; workers have no public address and would reach nothing"
                 if private_workers
                 else ""
             ),
-            f"add a 0.0.0.0/0 route to {want} in that route table, give another subnet_id, or "
-            "drop vpc_id/subnet_id to let gpufleet make a VPC with NAT",
+            f"add a 0.0.0.0/0 route to {want} in that route table, give another subnet_id, "
+            + (
+                "set public_workers: true (every node gets a public address), "
+                if private_workers
+                else ""
+            )
+            + leave,
         )
-    return f"{spec.subnet_id}: 0.0.0.0/0 through {want} ({table.id})"
+    groups = user_network()
+    if groups is not None and groups.groups is not None and not spec.ssh_cidrs:
+        igw = [str(n) for n, r in routes if _via_igw(r)]
+        if private_workers and not igw:
+            raise refuse(
+                EGRESS,
+                f"{where} sends 0.0.0.0/0 to {_target(ok[0])} and has no route to an internet "
+                "gateway: the head's SSH replies would leave through NAT, from another address",
+                "add a route to the VPC's internet gateway for the addresses your security "
+                "groups let SSH in from, set public_workers: true, or " + leave[3:],
+            )
+        return (
+            f"{spec.subnet_id}: 0.0.0.0/0 through {want} ({table.id}); SSH replies through "
+            f"an internet gateway to {', '.join(igw)} (your security groups' SSH sources must "
+            "lie within them: not checked)"
+        )
+    bad = ssh_reply_problems(routes, spec.ssh_cidrs)
+    if bad:
+        raise refuse(
+            EGRESS,
+            f"{where} would not send the head's SSH replies through an internet gateway: "
+            + "; ".join(bad)
+            + " (the head's public address is in this subnet; a reply through NAT leaves from "
+            "another address and the SSH client drops it)",
+            "add a route to the VPC's internet gateway (igw-...) for each ssh_cidr in that "
+            "route table"
+            + (
+                ", or set public_workers: true with a 0.0.0.0/0 route to the internet gateway"
+                if private_workers
+                else ""
+            )
+            + ", "
+            + leave,
+        )
+    v4 = [c for c in spec.ssh_cidrs if ipaddress.ip_network(c, strict=False).version == 4]
+    return (
+        f"{spec.subnet_id}: 0.0.0.0/0 through {want} ({table.id}); SSH replies to "
+        f"{', '.join(v4) or 'no IPv4 ssh_cidrs'} through an internet gateway"
+    )
 
 
 EGRESS = Validator(
     "aws",
-    "the given subnet reaches the internet (NAT for workers without a public address)",
+    "the given subnet reaches the internet (NAT for workers without a public address) and "
+    "routes the head's SSH replies through an internet gateway",
     "EC2 DescribeRouteTables",
     _egress,
     "when the spec names an existing vpc_id/subnet_id",
@@ -395,7 +515,8 @@ def _reservation(spec: ClusterSpec, it: InstanceType) -> str | None:
     if r.instance_type != it.name:
         problems.append(f"it reserves {r.instance_type}, not {it.name}")
     if spec.zone and r.availability_zone != spec.zone:
-        problems.append(f"it is in {r.availability_zone}, not zone {spec.zone}")
+        of_subnet = f" (subnet {spec.subnet_id}'s)" if spec.subnet_id else ""
+        problems.append(f"it is in {r.availability_zone}, not zone {spec.zone}{of_subnet}")
     if r.state != "active":
         problems.append(f"it is {r.state} (from {r.start_date} to {r.end_date}), not active")
     free = _num(r.available_instance_count)
@@ -453,4 +574,34 @@ EFA = Validator(
     "types whose fabric is efa",
 )
 
-VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EFA, EGRESS, RESERVATION]
+
+def _groups_per_interface(spec: ClusterSpec, it: InstanceType) -> str | None:
+    net = user_network()
+    count = groups_per_interface(net)
+    if count <= DEFAULT_GROUPS_PER_INTERFACE:
+        return None  # within the default quota, which no account has less of
+    region = aws_region(spec)
+    service, code, name = GROUPS_QUOTA
+    have = _quota(service, code, region)
+    if count > have:
+        raise refuse(
+            GROUPS_PER_INTERFACE,
+            f"{name} ({code}) is {have} in {region}; the head's primary interface would carry "
+            f"{count} ({groups_counted(net)}), and EC2 would refuse the launch after the "
+            "templates exist",
+            _increase(service, code, name, count, region)
+            + f" (at most {MAX_GROUPS_PER_INTERFACE}), or pass fewer extra_security_group_ids, "
+            "or security_group_ids that replace gpufleet's own groups",
+        )
+    return f"{name} {have}, the busiest interface carries {count}"
+
+
+GROUPS_PER_INTERFACE = Validator(
+    "aws",
+    "every node interface's security groups fit the per-interface quota",
+    "Service Quotas GetServiceQuota (vpc)",
+    _groups_per_interface,
+    f"when an interface would carry more than {DEFAULT_GROUPS_PER_INTERFACE} security groups",
+)
+
+VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EFA, GROUPS_PER_INTERFACE, EGRESS, RESERVATION]

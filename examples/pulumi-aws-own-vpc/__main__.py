@@ -55,7 +55,9 @@ def main() -> AwsGpuFleet:
             nodes=2,
             zone=ZONE,
             # Every node has a public address: the subnet routes through the internet
-            # gateway, no NAT (private workers need a 0.0.0.0/0 route to a NAT gateway).
+            # gateway, no NAT (private workers need a 0.0.0.0/0 route to a NAT gateway, and
+            # a route to the internet gateway for each ssh_cidr: the head answers SSH from
+            # the same subnet).
             public_workers=True,
             ssh_cidrs=ssh_cidrs,
             vpc_id=vpc.id,  # Outputs of this program's resources

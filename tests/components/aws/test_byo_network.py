@@ -185,3 +185,31 @@ def test_the_default_provider_is_asked_when_the_program_names_none():
     p = fleet_plan(dict)
     assert p.calls and {c.provider for c in p.calls} == {None}
     assert {c.args.get("region") for c in p.calls if "region" in c.args} == {"us-east-1"}
+
+
+def test_a_spec_region_other_than_the_default_providers_is_refused():
+    """No explicit provider: the default one (the stack's aws:region) places every resource,
+    so a `region` argument naming another region is refused before anything registers."""
+    seen: list[str] = []
+    original = RecordingMocks.new_resource
+
+    def counting(self: Any, args: Any) -> Any:
+        seen.append(args.name)
+        return original(self, args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RecordingMocks, "new_resource", counting)
+        with pytest.raises(Exception) as e:
+            fleet_plan(lambda: {"region": "us-west-2"}, config={"aws:region": "us-east-1"})
+    err: BaseException | None = e.value
+    while err is not None and not isinstance(err, SpecError):
+        err = err.__cause__
+    assert isinstance(err, SpecError), repr(e.value)
+    assert err.field == "region" and "us-west-2" in str(err) and "us-east-1" in str(err)
+    assert "aws:region us-west-2" in err.fix
+    assert [n for n in seen if n.startswith("f")] == []
+
+
+def test_a_spec_region_equal_to_the_default_providers_passes():
+    p = fleet_plan(lambda: {"region": "us-east-1"}, config={"aws:region": "us-east-1"})
+    assert {c.args.get("region") for c in p.calls if "region" in c.args} == {"us-east-1"}

@@ -6,6 +6,17 @@ data, tag_specifications included, but `tags`/`tags_all` alone go through Update
 ec2_instance.go replaces the instance when the launch template version it asks for changes,
 and updates its own `tags` in place (UpdateTags). So a user tag may be on the instance and on
 the template itself, never in the template's tag specifications.
+
+But the template's own `tags` are not harmless either (same files, read 2026-11-25):
+ec2_launch_template.go's CustomizeDiff has ComputedIf("latest_version", ...) true for any
+changed key but name, name_prefix, description, default_version, update_default_version, so a
+tags-only edit makes latest_version unknown in a real preview; ec2_instance.go's CustomizeDiff
+then compares the version it is given with the instance's own (findInstanceLaunchTemplateVersion)
+and calls ForceNew("launch_template.0.version") when they differ, an unknown included. Mocks
+answer latest_version 1 whatever changes, so they cannot show that; what they can show is that a
+tag edit leaves every launch template's inputs unchanged, so the provider sees no changed key at
+all and latest_version stays known. (A TTL change still changes the template's own
+gpufleet-expires, which policy/gpufleet_policy.py requires on a GPU launch template.)
 """
 
 from __future__ import annotations
@@ -34,15 +45,28 @@ def test_a_tag_edit_replaces_no_node(stack):
     assert {c.paths for c in nodes} == {("tags.team",)}  # the instance's own tags, nothing else
 
 
-def test_the_tags_still_reach_instance_and_template():
+def templates(doc: dict) -> dict[str, dict]:
+    return {
+        r["name"]: r["inputs"]
+        for r in doc["resources"]
+        if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_tag_edit_leaves_every_launch_template_unchanged(stack):
+    old, new = plan_stack(stack), plan_stack(stack, overrides={"tags": {"team": "x"}})
+    assert templates(old) and templates(new) == templates(old)
+
+
+def test_the_tags_reach_the_instances_and_the_templates_keep_the_fixed_ones():
     doc = plan_stack("aws-p5", overrides={"tags": {"team": "x"}})
-    by_type: dict[str, list[dict]] = {}
-    for r in doc["resources"]:
-        by_type.setdefault(r["type"], []).append(r)
-    for typ in ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate"):
-        assert all(r["inputs"]["tags"]["team"] == "x" for r in by_type[typ])
-    for lt in by_type["aws:ec2/launchTemplate:LaunchTemplate"]:
-        for spec in lt["inputs"]["tagSpecifications"]:
+    instances = [r for r in doc["resources"] if r["type"] == "aws:ec2/instance:Instance"]
+    assert instances and all(r["inputs"]["tags"]["team"] == "x" for r in instances)
+    for lt in templates(doc).values():
+        assert "team" not in lt["tags"] and lt["tags"]["gpufleet-cluster"]
+        assert lt["tags"]["gpufleet-expires"]  # the policy pack judges a GPU template by it
+        for spec in lt["tagSpecifications"]:
             assert "team" not in spec["tags"] and spec["tags"]["gpufleet-cluster"]
 
 

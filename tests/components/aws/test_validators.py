@@ -51,6 +51,13 @@ TABLE = "aws:ec2/getRouteTable:getRouteTable"
 INSTANCES = "aws:ec2/getInstances:getInstances"
 INSTANCE = "aws:ec2/getInstance:getInstance"
 ITYPE = "aws:ec2/getInstanceType:getInstanceType"
+SUBNET = "aws:ec2/getSubnet:getSubnet"
+# A subnet for private workers that the head's SSH clients (the stacks' 203.0.113.0/24) reach:
+# NAT for the internet, the clients' CIDR through the internet gateway (as fleet_routes makes).
+USABLE_ROUTES = [
+    {"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"},
+    {"cidrBlock": "203.0.113.0/24", "gatewayId": "igw-1"},
+]
 
 
 def account(
@@ -62,9 +69,11 @@ def account(
     asked: list[dict[str, Any]] | None = None,
     running: list[tuple[str, str, bool]] | None = None,
     types: dict[str, dict[str, Any]] | None = None,
+    subnet: dict[str, Any] | None = None,
 ) -> FakeAccount:
     """An account with room everywhere, but for what is given; `running` lists pending or
-    running instances as (id, type, spot)."""
+    running instances as (id, type, spot); `subnet` is DescribeSubnets' answer for any id
+    (default: in vpc-0abc, zone us-east-1d)."""
     quotas = quotas or {}
     running = running or []
 
@@ -99,7 +108,17 @@ def account(
                 "id": "r",
                 "ids": ["rtb-1"] if a["filters"][0]["name"] == "association.subnet-id" else [],
             },
-            TABLE: lambda a: {"id": "rtb-1", "routeTableId": "rtb-1", "routes": routes or []},
+            TABLE: lambda a: {
+                "id": "rtb-1",
+                "routeTableId": "rtb-1",
+                "routes": USABLE_ROUTES if routes is None else routes,
+            },
+            SUBNET: lambda a: {
+                "id": a["id"],
+                "vpcId": "vpc-0abc",
+                "availabilityZone": "us-east-1d",
+                **(subnet or {}),
+            },
             INSTANCES: instances,
             INSTANCE: lambda a: {
                 "id": a["instanceId"],
@@ -227,10 +246,7 @@ def test_a_full_vpc_quota_is_refused_and_an_existing_vpc_is_offered():
 def test_the_vpc_quota_is_not_asked_when_the_spec_reuses_a_vpc():
     fleet = build(
         "aws-p4d",
-        account(
-            {("vpc", "L-F678F1CE"): 0.0},
-            routes=[{"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"}],
-        ),
+        account({("vpc", "L-F678F1CE"): 0.0}),
         vpc_id="vpc-0abc",
         subnet_id="subnet-0abc",
     )
@@ -318,38 +334,86 @@ def test_an_available_ami_passes_and_names_its_root_device():
     assert image.status == "passed" and "root device /dev/sda1" in image.detail
 
 
+# Route tables, read 2026-11-25:
+# - VPC user guide, "How route priority works" (https://docs.aws.amazon.com/vpc/latest/userguide/
+#   route-tables-priority.html): "we direct traffic using the most specific route that matches
+#   the traffic ... longest prefix match";
+# - VPC user guide, NAT gateways (vpc-nat-gateway.html): instances in private subnets "can
+#   connect to the internet through a public NAT gateway, but ... can't receive unsolicited
+#   inbound connections"; an instance without a public IPv4 reaches the internet only so;
+# - an instance with an Elastic IP in a subnet whose 0.0.0.0/0 goes to a NAT gateway answers
+#   inbound connections through the NAT (another source address), so they fail; only a more
+#   specific route to the internet gateway for the client fixes it (serverfault 826317, answer
+#   quoting the VPC route table docs; gpufleet's own network: test_fleet.py
+#   test_workers_reach_the_internet_through_nat_and_the_head_answers_through_the_igw);
+# - dstack (src/dstack/_internal/core/backends/aws/resources.py,
+#   _is_private_subnet_with_internet_egress) takes NAT, transit gateway or peering as egress.
+NAT = {"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"}
+TGW = {"cidrBlock": "0.0.0.0/0", "transitGatewayId": "tgw-1"}
+IGW = {"cidrBlock": "0.0.0.0/0", "gatewayId": "igw-1"}
+LOCAL = {"cidrBlock": "10.0.0.0/16", "gatewayId": "local"}
+
+
+def to(cidr: str, **target: str) -> dict[str, str]:
+    return {"cidrBlock": cidr, **target}
+
+
+SSH = "203.0.113.0/24"
+SSH_IGW = to(SSH, gatewayId="igw-1")
+
+
+# The aws-p4d stack: 2 nodes, private workers, ssh_cidrs [203.0.113.0/24].
 @pytest.mark.parametrize(
-    ("routes", "ok"),
+    ("routes", "says"),
     [
-        ([{"cidrBlock": "0.0.0.0/0", "natGatewayId": "nat-1"}], True),
-        ([{"cidrBlock": "0.0.0.0/0", "transitGatewayId": "tgw-1"}], True),
-        ([{"cidrBlock": "0.0.0.0/0", "gatewayId": "igw-1"}], False),  # workers have no address
-        ([{"cidrBlock": "10.0.0.0/16", "gatewayId": "local"}], False),
-        ([], False),
+        ([NAT, to("203.0.113.0/24", gatewayId="igw-1")], None),
+        ([TGW, LOCAL, to("203.0.113.0/24", gatewayId="igw-1")], None),
+        ([NAT, to("203.0.0.0/16", gatewayId="igw-1")], None),  # a wider route covers it
+        ([NAT], "203.0.113.0/24 goes through nat-1 (route 0.0.0.0/0)"),
+        ([NAT, SSH_IGW, to("203.0.113.128/25", natGatewayId="nat-1")],
+         "203.0.113.128/25 (in 203.0.113.0/24) goes through nat-1"),
+        ([NAT, to(SSH, transitGatewayId="tgw-1")], f"{SSH} goes through tgw-1"),
+        ([IGW], "no 0.0.0.0/0 route to a NAT gateway"),  # workers have no address
+        ([LOCAL], "no 0.0.0.0/0 route to a NAT gateway"),
+        ([], "no 0.0.0.0/0 route to a NAT gateway"),
     ],
-)
-def test_a_given_subnet_must_give_private_workers_a_nat_route(routes, ok):
-    """dstack (src/dstack/_internal/core/backends/aws/resources.py,
-    _is_private_subnet_with_internet_egress, read 2026-11-25) takes a subnet without public
-    addresses as usable when its route table (its own, else the VPC's main one) sends
-    0.0.0.0/0 to a NAT gateway, a transit gateway or a peering connection; an instance without
-    a public IPv4 reaches the internet only through NAT (VPC user guide, vpc-nat-gateway.html)."""
+)  # fmt: skip
+def test_a_given_subnet_with_private_workers_needs_nat_and_igw_routes_for_ssh(routes, says):
     acc = account(routes=routes)
-    if ok:
+    if says is None:
         fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc")
         (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
         assert egress.status == "passed" and "rtb-1" in egress.detail
+        assert "SSH replies to 203.0.113.0/24 through an internet gateway" in egress.detail
     else:
         err = refusal("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc")
-        assert "subnet-0abc" in str(err) and "no 0.0.0.0/0 route to a NAT gateway" in str(err)
-        assert "add a 0.0.0.0/0 route" in err.hint
+        assert "subnet-0abc" in str(err) and says in str(err)
+        assert "set public_workers: true" in err.hint
+        assert "drop vpc_id/subnet_id" in err.hint
 
 
-def test_every_node_public_needs_only_an_internet_gateway():
-    acc = account(routes=[{"cidrBlock": "0.0.0.0/0", "gatewayId": "igw-1"}])
-    fleet = build("aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True)
-    (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
-    assert "internet gateway" in egress.detail
+@pytest.mark.parametrize(
+    ("routes", "says"),
+    [
+        ([IGW], None),
+        ([IGW, to("203.0.113.0/24", gatewayId="igw-1")], None),
+        ([IGW, to("203.0.113.0/24", natGatewayId="nat-1")], "203.0.113.0/24 goes through nat-1"),
+        ([NAT, to("203.0.113.0/24", gatewayId="igw-1")], "no 0.0.0.0/0 route to an internet"),
+    ],
+)
+def test_every_node_public_needs_an_internet_gateway_for_everything(routes, says):
+    acc = account(routes=routes)
+    if says is None:
+        fleet = build(
+            "aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True
+        )
+        (egress,) = [c for c in fleet.checks if "subnet" in c.fact]
+        assert "internet gateway" in egress.detail
+    else:
+        err = refusal(
+            "aws-p4d", acc, vpc_id="vpc-0abc", subnet_id="subnet-0abc", public_workers=True
+        )
+        assert says in str(err)
 
 
 # EC2 API reference, CapacityReservation (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
