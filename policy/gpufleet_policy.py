@@ -29,10 +29,6 @@ PREVIEW_UNKNOWNS = frozenset(
 )
 
 AWS_INSTANCES = ("aws:ec2/instance:Instance", "aws:ec2/spotInstanceRequest:SpotInstanceRequest")
-AWS_LAUNCH_TEMPLATES = (
-    "aws:ec2/launchTemplate:LaunchTemplate",
-    "aws:ec2/launchConfiguration:LaunchConfiguration",
-)
 # an instance made from a template without its own machineType is judged on the template
 GCP_INSTANCES = (
     "gcp:compute/instance:Instance",
@@ -106,9 +102,12 @@ def _is_gpu_type(cloud: str, machine_type: Any) -> bool:
 def gpu_instance(resource_type: str, props: Mapping[str, Any]) -> str | None:
     """The GPU machine type the resource launches, or None when it launches no GPU VM.
 
-    An AWS instance launched from a launch template without its own instanceType is judged
-    on the template (which this check also covers)."""
-    if resource_type in AWS_INSTANCES or resource_type in AWS_LAUNCH_TEMPLATES:
+    AWS launch templates are not judged: a template launches nothing itself, and a tag on it
+    (or in its tag specifications) would make every TTL change a new template version, which
+    replaces the instances launched from it. The instance is judged, on its own instanceType
+    (gpufleet's fleets set it beside the template's); one that takes its type from the
+    template alone cannot be told a GPU instance here."""
+    if resource_type in AWS_INSTANCES:
         t = _known(props.get("instanceType"), "instanceType")
         return t if _is_gpu_type("aws", t) else None
     if resource_type in GCP_INSTANCES:
@@ -136,11 +135,6 @@ def _expiry_values(resource_type: str, props: Mapping[str, Any]) -> list[tuple[s
     own = _known(props.get(key), key)
     if isinstance(own, Mapping) and EXPIRY_KEY in own:
         found.append((f"{key}.{EXPIRY_KEY}", own[EXPIRY_KEY]))
-    if resource_type in AWS_LAUNCH_TEMPLATES:  # or on what the template tags its instances with
-        for spec in props.get("tagSpecifications") or []:
-            tags = spec.get("tags") or {}
-            if spec.get("resourceType") == "instance" and EXPIRY_KEY in tags:
-                found.append((f"tagSpecifications[instance].tags.{EXPIRY_KEY}", tags[EXPIRY_KEY]))
     return found
 
 

@@ -291,10 +291,11 @@ class AwsGpuFleet(GpufleetComponent):
         # ComputedIf("latest_version") skips only name, name_prefix, description,
         # default_version, update_default_version), and the instance's CustomizeDiff forces a
         # new instance when the version it is given differs from its own: the preview would
-        # show every node replaced. The expiry stays there for the policy pack, which judges a
-        # GPU launch template by its own gpufleet-expires (so a TTL change still shows so).
+        # show every node replaced. For the same reason the expiry stays off the template too:
+        # each instance names its instance type itself (the template's), so the policy pack
+        # judges the instance, which carries the expiry, and a TTL change replaces nothing.
         launch_tags = {k: tags[k] for k in LAUNCH_TAGS}
-        template_tags = {**launch_tags, "gpufleet-expires": tags["gpufleet-expires"]}
+        template_tags = launch_tags
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -356,6 +357,7 @@ class AwsGpuFleet(GpufleetComponent):
                 launch_template=aws.ec2.InstanceLaunchTemplateArgs(
                     id=template.id, version=template.latest_version.apply(lambda v: str(int(v)))
                 ),
+                instance_type=it.name,  # the template's: said here so a policy sees a GPU VM
                 tags={**tags, "Name": f"{name}-node-{i}"},
                 # Delete first: a replacement created beside the old node would need the
                 # family's vCPU quota (and the placement group's capacity) twice, and our own

@@ -45,12 +45,6 @@ BAD = {
         "gpu-instances-expire",
         "GPU instance (g5.xlarge) expires 720 h from now (tags.gpufleet-expires=",
     ),
-    "aws launch template without the tag": (
-        "aws:ec2/launchTemplate:LaunchTemplate",
-        {"instanceType": "p5.48xlarge", "tags": {}},
-        "gpu-instances-expire",
-        "GPU instance (p5.48xlarge) has no `gpufleet-expires` tag",
-    ),
     "gcp instance without the label": (
         "gcp:compute/instance:Instance",
         {"machineType": "a3-highgpu-8g", "labels": {"team": "ml"}},
@@ -231,8 +225,7 @@ AWS_NOT_GPU_TYPES = ["inf2.xlarge", "trn1.2xlarge", "f1.2xlarge", "m5.large", "c
 
 @pytest.mark.parametrize("itype", AWS_GPU_TYPES)
 @pytest.mark.parametrize("rtype", ["aws:ec2/instance:Instance",
-                                   "aws:ec2/spotInstanceRequest:SpotInstanceRequest",
-                                   "aws:ec2/launchTemplate:LaunchTemplate"])  # fmt: skip
+                                   "aws:ec2/spotInstanceRequest:SpotInstanceRequest"])  # fmt: skip
 def test_aws_gpu_families_the_catalog_may_lack_are_gpu_instances(itype, rtype):
     (v,) = checks.check_expiry(rtype, {"instanceType": itype, "tags": {}}, now=NOW)
     assert v.message.startswith(f"GPU instance ({itype}) has no `gpufleet-expires` tag")
@@ -350,3 +343,13 @@ def test_the_pack_imports_nothing_of_gpufleet():
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [n for n in names if n.split(".")[0] == "gpufleet"], path
+
+
+def test_a_launch_template_is_not_judged_the_instance_from_it_is():
+    """A template launches nothing itself, and an expiry on it would make each TTL change a new
+    template version (and so new instances): the instance, which names its type, is judged."""
+    template = {"instanceType": "p5.48xlarge", "tags": {}}
+    assert checks.check_expiry("aws:ec2/launchTemplate:LaunchTemplate", template, now=NOW) == []
+    instance = {"instanceType": "p5.48xlarge", "launchTemplate": {"id": "lt-1"}, "tags": {}}
+    (v,) = checks.check_expiry("aws:ec2/instance:Instance", instance, now=NOW)
+    assert v.message.startswith("GPU instance (p5.48xlarge) has no `gpufleet-expires` tag")

@@ -15,8 +15,8 @@ then compares the version it is given with the instance's own (findInstanceLaunc
 and calls ForceNew("launch_template.0.version") when they differ, an unknown included. Mocks
 answer latest_version 1 whatever changes, so they cannot show that; what they can show is that a
 tag edit leaves every launch template's inputs unchanged, so the provider sees no changed key at
-all and latest_version stays known. (A TTL change still changes the template's own
-gpufleet-expires, which policy/gpufleet_policy.py requires on a GPU launch template.)
+all and latest_version stays known. The same holds for a TTL change: the expiry is on the
+instances alone (each names its GPU instance type itself, so the policy pack judges them).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_the_tags_reach_the_instances_and_the_templates_keep_the_fixed_ones():
     assert instances and all(r["inputs"]["tags"]["team"] == "x" for r in instances)
     for lt in templates(doc).values():
         assert "team" not in lt["tags"] and lt["tags"]["gpufleet-cluster"]
-        assert lt["tags"]["gpufleet-expires"]  # the policy pack judges a GPU template by it
+        assert "gpufleet-expires" not in lt["tags"]
         for spec in lt["tagSpecifications"]:
             assert "team" not in spec["tags"] and spec["tags"]["gpufleet-cluster"]
 
@@ -80,3 +80,12 @@ def test_plan_set_says_a_tag_edit_updates_the_nodes_in_place():
     assert r.returncode == 0, r.stderr
     assert "node 0: updated in place (tags changed)" in r.stdout
     assert "replaced" not in r.stdout
+
+
+def test_a_ttl_change_leaves_every_launch_template_unchanged():
+    before, after = plan_stack("aws-p5"), plan_stack("aws-p5", overrides={"ttl_minutes": 600})
+    assert templates(before) == templates(after)
+    for doc in (before, after):
+        instances = [r for r in doc["resources"] if r["type"] == "aws:ec2/instance:Instance"]
+        assert instances and all(r["inputs"]["instanceType"] == "p5.48xlarge" for r in instances)
+        assert all("gpufleet-expires" in r["inputs"]["tags"] for r in instances)
