@@ -185,6 +185,24 @@ def test_up_over_a_stack_left_after_expiry_is_refused_before_it_runs(driven):
     assert "pulumi destroy" in e.value.hint and "gpufleet sweep" in e.value.hint
 
 
+def test_a_refreshed_up_after_expiry_refuses_rather_than_recreating():
+    """Plain `pulumi up` on the project (Pulumi.yaml `refresh: always`) 5 h after a 4 h TTL:
+    the refresh reports the instances gone and drops them from the state, and the program, over
+    the Expiry in that state, is refused before it registers any node again."""
+    from gpufleet.components.stackconfig import build, exports
+
+    s = spec(ssh_cidrs=["203.0.113.7/32"], zones=["us-east-1b"])
+    stack = StateStack(lambda: exports(build(s)), created_at=int(time.time()) - 5 * HOUR, gone=True)
+    with pytest.raises(RuntimeError, match="expired at") as e:
+        stack.up(refresh=True)
+    refusal = e.value.__cause__
+    print(f"\n{refusal}\n  fix: {refusal.hint}")
+    assert stack.calls == [("up", True)]
+    assert INSTANCE not in stack.state, "the refresh dropped the nodes that removed themselves"
+    assert INSTANCE not in stack.registered, "no node was created again past its expiry"
+    assert "pulumi destroy" in refusal.hint and "raise ttl_minutes" in refusal.hint
+
+
 class FailingStack(StateStack):
     """Its `up` fails after the program ran (a policy violation, an API error)."""
 
