@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Mapping
 
 import pulumi
 
-_CURRENT: ContextVar[pulumi.InvokeOptions | None] = ContextVar("gpufleet_invoke", default=None)
+from gpufleet.components.scoped import Scoped
+
+_ASKING: Scoped[pulumi.InvokeOptions | None] = Scoped("invoke", lambda: None)
 
 
 def explicit_provider(
@@ -42,17 +42,7 @@ def invoke_options(
     return pulumi.InvokeOptions(provider=provider) if provider is not None else None
 
 
-@contextlib.contextmanager
-def asking(opts: pulumi.InvokeOptions | None) -> Iterator[None]:
-    """Within it, `lookup_opts()` is `opts`: set around a component's offer check, validators
-    and other lookups made before it exists."""
-    token = _CURRENT.set(opts)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def lookup_opts() -> pulumi.InvokeOptions | None:
-    """The options every invoke of the component being declared passes (`opts=`)."""
-    return _CURRENT.get()
+# `with asking(opts):` around a component's offer check, validators and other lookups made
+# before it exists; every invoke of the component being declared passes `opts=lookup_opts()`.
+asking = _ASKING.within
+lookup_opts = _ASKING.get

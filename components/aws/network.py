@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +11,7 @@ import pulumi_aws as aws
 
 from gpufleet.components.errors import SpecError
 from gpufleet.components.invokes import lookup_opts
+from gpufleet.components.scoped import Scoped
 
 if TYPE_CHECKING:
     from gpufleet.components.clusterspec import ClusterSpec
@@ -58,21 +56,10 @@ class UserNetwork:
     groups: tuple[Any, ...] | None = None  # replace gpufleet's own groups; None: it makes them
 
 
-_USER_NETWORK: ContextVar[UserNetwork | None] = ContextVar("gpufleet_aws_net", default=None)
-
-
-@contextlib.contextmanager
-def bringing(net: UserNetwork | None) -> Iterator[None]:
-    """Within it, the offer check and validators know the program brings `net`."""
-    token = _USER_NETWORK.set(net)
-    try:
-        yield
-    finally:
-        _USER_NETWORK.reset(token)
-
-
-def user_network() -> UserNetwork | None:
-    return _USER_NETWORK.get()
+# Within `bringing(net)`, the offer check and validators know the program brings `net`.
+_USER_NETWORK: Scoped[UserNetwork | None] = Scoped("aws_net", lambda: None)
+bringing = _USER_NETWORK.within
+user_network = _USER_NETWORK.get
 
 
 def brings_network(spec: ClusterSpec) -> bool:

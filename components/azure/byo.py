@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
 from gpufleet.components.errors import SpecError
+from gpufleet.components.scoped import Scoped
 
 # The args an Azure fleet takes beyond ClusterSpec's fields: ids of things the program owns,
 # each a pulumi.Input (an Output of the program's own resource never reaches ClusterSpec).
@@ -88,18 +86,8 @@ def refuse_without_subnet(own: dict[str, Any]) -> None:
             )
 
 
-_CURRENT: ContextVar[Brought | None] = ContextVar("gpufleet_azure_brought", default=None)
-
-
-@contextlib.contextmanager
-def bringing(brought: Brought) -> Iterator[None]:
-    """Within it, `brought()` is what the fleet being declared brings (for its validators)."""
-    token = _CURRENT.set(brought)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def brought() -> Brought:
-    return _CURRENT.get() or Brought()
+# Within `bringing(b)`, `brought()` is what the fleet being declared brings (for its
+# validators); outside, nothing.
+_BROUGHT: Scoped[Brought] = Scoped("azure_brought", Brought)
+bringing = _BROUGHT.within
+brought = _BROUGHT.get

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.components.errors import SpecError
+from gpufleet.components.scoped import Scoped
 
 # Args holding ids of networks the user owns: pulumi.Inputs, never in a ClusterSpec as Outputs.
 NETWORK_ARGS = ("vpc_id", "subnet_id", "gpu_vpc_ids", "gpu_subnet_ids")
@@ -136,19 +135,8 @@ def check_gpu_networks(brought: UserNetworks, extra_nics: int, machine_type: str
         )
 
 
-_BROUGHT: ContextVar[UserNetworks | None] = ContextVar("gpufleet_gcp_networks", default=None)
-
-
-@contextmanager
-def bringing(networks: UserNetworks) -> Iterator[None]:
-    """Within it, the validators know which networks the user brings (brought())."""
-    token = _BROUGHT.set(networks)
-    try:
-        yield
-    finally:
-        _BROUGHT.reset(token)
-
-
-def brought() -> UserNetworks:
-    """The networks the fleet being declared brings (none outside bringing())."""
-    return _BROUGHT.get() or UserNetworks()
+# Within `bringing(networks)`, the validators know which networks the user brings
+# (`brought()`; none outside it).
+_BROUGHT: Scoped[UserNetworks] = Scoped("gcp_networks", UserNetworks)
+bringing = _BROUGHT.within
+brought = _BROUGHT.get
