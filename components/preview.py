@@ -179,13 +179,17 @@ def evaluate(
     project: str = "gpufleet",
     stack: str = "plan",
     account: Any = None,
+    into: Plan | None = None,
 ) -> Plan:
     """Run `program` under mocks; it may return a dict of stack exports to resolve.
 
     `account`: a FakeAccount (components/validators.py) the validators ask; without one they
-    are skipped as offline.
+    are skipped as offline. `into`: the Plan to record in, which keeps what was registered
+    when the program raises (a refusal must come before any resource).
     """
     mocks = RecordingMocks(account)
+    if into is not None:
+        mocks.plan = into
     pulumi.runtime.set_mocks(
         mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )

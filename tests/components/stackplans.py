@@ -70,29 +70,21 @@ def refused_before_anything(stack: str, config: dict[str, str] | None = None, **
     import pytest
 
     from gpufleet.components.errors import SpecError
-    from gpufleet.components.preview import RecordingMocks
 
     raw = stackconfig.stack_config(stack)
     spec = stackconfig.spec_from_config(raw, stack=stack)
     if overrides:
         spec = spec.with_(**overrides)
-    seen: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def counting(self: Any, args: Any) -> Any:
-        seen.append(f"{args.typ}::{args.name}")
-        return original(self, args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RecordingMocks, "new_resource", counting)
-        with pytest.raises(Exception) as e:
-            evaluate(
-                lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
-                config={**stackconfig.pulumi_config(raw), **(config or {})},
-                stack=stack,
-            )
+    made = Plan()
+    with pytest.raises(Exception) as e:
+        evaluate(
+            lambda: stackconfig.exports(stackconfig.build(spec, expires_at=1_900_000_000)),
+            config={**stackconfig.pulumi_config(raw), **(config or {})},
+            stack=stack,
+            into=made,
+        )
     err: BaseException | None = e.value
     while err is not None and not isinstance(err, SpecError):
         err = err.__cause__ or err.__context__
     assert isinstance(err, SpecError), f"expected a SpecError, got {e.value!r}"
-    return err, seen
+    return err, [f"{r.type}::{r.name}" for r in made.resources]

@@ -20,7 +20,7 @@ import pytest
 
 from gpufleet.components.aws import AwsGpuFleet, AwsGpuFleetArgs
 from gpufleet.components.errors import SpecError
-from gpufleet.components.preview import Plan, RecordingMocks, evaluate
+from gpufleet.components.preview import Plan, evaluate
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 SG = "aws:ec2/securityGroup:SecurityGroup"
@@ -41,28 +41,23 @@ def program_vpc() -> tuple[Any, Any, Any]:
     return vpc, subnet, group
 
 
-def fleet_plan(make_args: Any, opts: Any = None, config: dict | None = None) -> Plan:
+def fleet_plan(
+    make_args: Any, opts: Any = None, config: dict | None = None, into: Plan | None = None
+) -> Plan:
     def program() -> dict:
         args = AwsGpuFleetArgs(**{**BASE, **make_args()})
         fleet = AwsGpuFleet("f", args, opts() if callable(opts) else opts)
         return {"nodes": fleet.nodes}
 
-    return evaluate(program, config=config or {"aws:region": "us-east-1"})
+    return evaluate(program, config=config or {"aws:region": "us-east-1"}, into=into)
 
 
 def refused(make_args: Any, opts: Any = None) -> tuple[SpecError, list[str]]:
     """The SpecError, and the fleet's resources registered before it (none, if refused first)."""
-    seen: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def counting(self: Any, args: Any) -> Any:
-        seen.append(args.name)
-        return original(self, args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RecordingMocks, "new_resource", counting)
-        with pytest.raises(Exception) as e:
-            fleet_plan(make_args, opts)
+    made = Plan()
+    with pytest.raises(Exception) as e:
+        fleet_plan(make_args, opts, into=made)
+    seen = [r.name for r in made.resources]
     err = e.value
     while not isinstance(err, SpecError) and err.__cause__ is not None:
         err = err.__cause__
@@ -190,17 +185,10 @@ def test_the_default_provider_is_asked_when_the_program_names_none():
 def test_a_spec_region_other_than_the_default_providers_is_refused():
     """No explicit provider: the default one (the stack's aws:region) places every resource,
     so a `region` argument naming another region is refused before anything registers."""
-    seen: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def counting(self: Any, args: Any) -> Any:
-        seen.append(args.name)
-        return original(self, args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RecordingMocks, "new_resource", counting)
-        with pytest.raises(Exception) as e:
-            fleet_plan(lambda: {"region": "us-west-2"}, config={"aws:region": "us-east-1"})
+    made = Plan()
+    with pytest.raises(Exception) as e:
+        fleet_plan(lambda: {"region": "us-west-2"}, config={"aws:region": "us-east-1"}, into=made)
+    seen = [r.name for r in made.resources]
     err: BaseException | None = e.value
     while err is not None and not isinstance(err, SpecError):
         err = err.__cause__

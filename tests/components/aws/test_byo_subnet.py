@@ -21,7 +21,7 @@ import pytest
 
 from gpufleet.components.aws import AwsGpuFleet, AwsGpuFleetArgs
 from gpufleet.components.errors import SpecError
-from gpufleet.components.preview import Plan, RecordingMocks, evaluate
+from gpufleet.components.preview import Plan, evaluate
 from gpufleet.components.validators import AccountError, FakeAccount
 from tests.components.aws.test_validators import IGW, NAT, QUOTA, SUBNET, account, to
 
@@ -37,29 +37,24 @@ BASE: dict[str, Any] = {
 SSH_IGW = to("203.0.113.0/24", gatewayId="igw-1")
 
 
-def plan(acc: FakeAccount | None, **args: Any) -> tuple[Plan, list[AwsGpuFleet]]:
+def plan(
+    acc: FakeAccount | None, into: Plan | None = None, **args: Any
+) -> tuple[Plan, list[AwsGpuFleet]]:
     built: list[AwsGpuFleet] = []
 
     def program() -> dict:
         built.append(AwsGpuFleet("f", AwsGpuFleetArgs(**{**BASE, **args})))
         return {"nodes": built[0].nodes}
 
-    return evaluate(program, config={"aws:region": "us-east-1"}, account=acc), built
+    return evaluate(program, config={"aws:region": "us-east-1"}, account=acc, into=into), built
 
 
 def refused(acc: FakeAccount | None, **args: Any) -> tuple[Exception, list[str]]:
     """The SpecError or AccountError, and the fleet's resources registered before it."""
-    seen: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def counting(self: Any, a: Any) -> Any:
-        seen.append(a.name)
-        return original(self, a)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RecordingMocks, "new_resource", counting)
-        with pytest.raises(Exception) as e:
-            plan(acc, **args)
+    made = Plan()
+    with pytest.raises(Exception) as e:
+        plan(acc, into=made, **args)
+    seen = [r.name for r in made.resources]
     err: BaseException | None = e.value
     while err is not None and not isinstance(err, (SpecError, AccountError)):
         err = err.__cause__ or err.__context__

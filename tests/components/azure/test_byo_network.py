@@ -30,7 +30,7 @@ import pytest
 from gpufleet.components.azure import AzureGpuFleet
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import SpecError
-from gpufleet.components.preview import Plan, RecordingMocks, evaluate
+from gpufleet.components.preview import Plan, evaluate
 from gpufleet.components.validators import AccountError, FakeAccount
 
 SUB = "11111111-2222-3333-4444-555555555555"  # the explicit provider's subscription
@@ -161,17 +161,10 @@ def test_outputs_never_reach_the_spec_and_their_checks_are_skipped_saying_why(co
 
 def registered(run: Any, account: FakeAccount | None = None) -> tuple[BaseException, list[str]]:
     """Evaluate expecting a failure; (its SpecError/AccountError, gpufleet's resources made)."""
-    seen: list[str] = []
-    original = RecordingMocks.new_resource
-
-    def counting(self: Any, args: Any) -> Any:
-        seen.append(f"{args.typ}::{args.name}")
-        return original(self, args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RecordingMocks, "new_resource", counting)
-        with pytest.raises(Exception) as e:
-            evaluate(run, account=account)
+    made = Plan()
+    with pytest.raises(Exception) as e:
+        evaluate(run, account=account, into=made)
+    seen = [f"{r.type}::{r.name}" for r in made.resources]
     err: BaseException | None = e.value
     while err is not None and not isinstance(err, (SpecError, AccountError)):
         err = err.__cause__ or err.__context__
