@@ -253,8 +253,7 @@ def _record(
     info = info.model_copy(update={"name": name, "host_key_rotation": None})
     hostkeypin.pin_published(info, at, progress, traits(info.cloud).ssh_wait_s, **pin)
     state.save(info)
-    # as ops.write_ssh_config writes it (ops imports this module for `down`)
-    state.write_private(d / sshconfig.FILE, sshconfig.render(info))
+    sshconfig.write(info)
     progress(
         f"attached {len(info.nodes)} {info.cloud} nodes as cluster {name} "
         f"(head {info.head.public_ip or info.head.private_ip})"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -57,12 +56,7 @@ def create(
             raise
 
 
-def write_ssh_config(info: ClusterInfo, control_persist: str | None = None) -> Path:
-    """The cluster's ssh config in its state folder, where `Include` finds it (see
-    sshconfig.include_line) and from where `down` removes it with the rest of the folder."""
-    path = state.cluster_dir(info.name) / sshconfig.FILE
-    state.write_private(path, sshconfig.render(info, control_persist=control_persist))
-    return path
+write_ssh_config = sshconfig.write
 
 
 def destroy(info: ClusterInfo, progress: Progress, **options: object) -> None:

@@ -67,3 +67,13 @@ def include_line(home: Path) -> str:
     """
     pattern = f"{os.path.abspath(home)}/clusters/*/{FILE}"
     return f'Include "{pattern}"' if any(c.isspace() for c in pattern) else f"Include {pattern}"
+
+
+def write(info: ClusterInfo, control_persist: str | None = None) -> Path:
+    """The cluster's ssh config in its state folder, where `Include` finds it (see
+    include_line) and from where `down` removes it with the rest of the folder."""
+    from gpufleet.core import state
+
+    path = state.cluster_dir(info.name) / FILE
+    state.write_private(path, render(info, control_persist=control_persist))
+    return path
