@@ -29,7 +29,7 @@ def test_the_pack_runs_with_the_policy_sdk_in_its_own_environment():
         "GPUFLEET_POLICY_SDK_RUN": "1",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", __file__],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -37,7 +37,11 @@ def test_the_pack_runs_with_the_policy_sdk_in_its_own_environment():
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "2 passed" in done.stdout, done.stdout[-2000:]
+    for wiring in (
+        "test_the_pack_reports_an_open_ssh_rule_and_a_far_expiry",
+        "test_an_unknown_expiry_is_the_engines_cannot_run_during_preview",
+    ):  # each ran in the pack's environment, not skipped
+        assert f"PASSED tests/policy/test_pack.py::{wiring}" in done.stdout, done.stdout[-2000:]
 
 
 SELF_CONTAINED = """
