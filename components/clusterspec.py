@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -28,6 +28,49 @@ DEFAULT_SSH_USER = {"aws": "ubuntu", "gcp": "gpufleet", "azure": "azureuser", "v
 MAX_TTL_MINUTES = 366 * 1440
 # vm: each node is a whole QEMU VM (1.5 GiB) on this machine.
 MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
+
+
+class ContainerSpec(BaseModel):
+    """The image every rank, `--setup` and the health checks run in (`run --image`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(
+        description="a registry reference (nvcr.io/nvidia/pytorch:25.01-py3), or "
+        "oci-archive:PATH / docker-archive:PATH, a file copied to every node and loaded there"
+    )
+    runtime: Literal["auto", "docker", "podman"] = Field(
+        "auto", description="the node's container runtime; auto: docker, else podman"
+    )
+    pull_stall_s: int = Field(
+        300, ge=10, description="a pull that gets no new bytes for this long is retried"
+    )
+    pull_attempts: int = Field(3, ge=1, le=10, description="tries per node before it fails")
+    mounts: list[str] = Field(
+        default_factory=list,
+        description="more node paths in the container, SRC:DST[:ro] (the workdir always is)",
+    )
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, v: list[str]) -> list[str]:
+        for m in v:
+            parts = m.split(":")
+            ok = len(parts) in (2, 3) and all(p.startswith("/") for p in parts[:2])
+            if not ok or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+                raise SpecError(
+                    "container.mounts",
+                    f"{m!r} is not SRC:DST[:ro|rw] with absolute paths",
+                    "e.g. /data:/data:ro",
+                )
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        from gpufleet.components.containerimage import parse
+
+        return str(parse(v))
 
 
 class ClusterSpec(BaseModel):
@@ -73,7 +116,9 @@ class ClusterSpec(BaseModel):
     ssh_cidrs: list[str] = Field(default_factory=list)
     ssh_user: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
-    container_image: str | None = None
+    container: ContainerSpec | None = Field(
+        None, description="run every rank in this image; a registry image is pulled at boot"
+    )
     disk_gb: int = 200
     hosts: list[str] = Field(default_factory=list, description="cloud=ssh: the hosts you own")
     vpc_id: str | None = None

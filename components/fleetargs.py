@@ -12,7 +12,20 @@ from gpufleet.components.clusterspec import ClusterSpec
 
 # ClusterSpec fields a component's args never carry: the class names the cloud, and the rest
 # belong to other providers or to the CLI.
-NOT_ARGS = frozenset({"cloud", "name", "hosts", "container_image"})
+NOT_ARGS = frozenset({"cloud", "name", "hosts"})
+
+
+class ContainerArgs(TypedDict, total=False):
+    """The image the nodes run jobs in; a registry image is pulled at first boot."""
+
+    image: Required[str]
+    """A registry reference, e.g. nvcr.io/nvidia/pytorch:25.01-py3 (archives are CLI-only)."""
+    runtime: str
+    """docker, podman or auto (default: docker if the node has it, else podman)."""
+    pull_stall_s: int
+    """A pull that gets no new bytes for this long is retried (default 300)."""
+    pull_attempts: int
+    """Tries per node before the pull fails (default 3)."""
 
 
 class FleetArgs(TypedDict, total=False):
@@ -56,6 +69,8 @@ class FleetArgs(TypedDict, total=False):
     """Boot disk size in GB (default 200)."""
     public_workers: bool
     """Give every node a public address; default: the head only."""
+    container: ContainerArgs
+    """Run jobs in this container image; the nodes pull it at first boot."""
 
 
 def spec_from_args(cloud: str, name: str, args: Any) -> ClusterSpec:

@@ -36,6 +36,10 @@ class Provider:
     pulumi: bool = False  # made by a Pulumi stack: needs the Pulumi CLI; a stack to destroy
     catalog: bool = False  # instance types in components/catalog (GPUs, fabric, price)
     own_hosts: bool = False  # machines the user already has: their price is not gpufleet's to know
+    # Where `--image` containers run: "node", each node's own docker/podman (probed over SSH
+    # before the job); "host", this machine's, since the nodes are its processes (checked here
+    # before anything is created: gpufleet/jobs/containerhost.py); "", never.
+    containers: str = "node"
 
     @property
     def can_extend(self) -> bool:
@@ -65,6 +69,7 @@ PROVIDERS: dict[str, Provider] = {
         False,
         description="sandbox: every node a process on this machine",
         ssh_wait_s=30,
+        containers="host",
     ),
     "vm": Provider(
         "gpufleet.provision.vm",
