@@ -1,0 +1,1 @@
+docker run --rm --name gpufleet-run-abc123 --init --network host --ipc host --ulimit memlock=-1:-1 --ulimit stack=67108864:67108864 --cap-add IPC_LOCK --device nvidia.com/gpu=all -v /home/ubuntu/work:/home/ubuntu/work -w /home/ubuntu/work -v /data:/data:ro -e NCCL_DEBUG=WARN --label gpufleet.run=abc123 nvcr.io/nvidia/pytorch:25.08-py3 sleep infinity

@@ -1,0 +1,1 @@
+docker run --detach --restart=always --name gpufleet-rxdm --privileged --network host --device nvidia.com/gpu=all -v /run/tcpx:/run/tcpx --entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd rxdm-image-tcpx --gpu_nic_preset a3vm --gpu_shmem_type fd --uds_path /run/tcpx --setup_param '--verbose 128 2 0'

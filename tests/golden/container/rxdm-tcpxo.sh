@@ -1,0 +1,1 @@
+docker run --detach --restart=always --name gpufleet-rxdm --privileged --network host --device nvidia.com/gpu=all --entrypoint /fts/entrypoint_rxdm_container.sh rxdm-image-tcpxo --num_hops=2 --num_nics=8 --uid= --alsologtostderr
