@@ -95,7 +95,8 @@ def result_row(nbytes: int, seconds: float, ranks: int) -> dict:
 
 
 def transport_from_nccl_log(text: str) -> str | None:
-    """The network NCCL chose, from NCCL_DEBUG=INFO output: socket|efa|infiniband|tcpx|tcpxo.
+    """The network NCCL chose, from NCCL_DEBUG=INFO output: socket|efa|infiniband|tcpx|tcpxo
+    (or libfabric-<provider>: aws-ofi-nccl on a libfabric provider other than efa).
 
     "NCCL INFO Using network <name>" is the decision (IB may initialise and still lose to
     Socket); without it, the channel lines "via NET/<name>" tell.
@@ -106,8 +107,26 @@ def transport_from_nccl_log(text: str) -> str | None:
     for name in names:
         for kind, pattern in _NETWORK_PATTERNS:
             if pattern.search(name.strip()):
-                return kind
+                return _ofi_provider(text) if kind == "efa" else kind
     return None
+
+
+def _ofi_provider(text: str) -> str:
+    """aws-ofi-nccl's libfabric provider: "efa", or "libfabric-<provider>" when it is not EFA.
+
+    Without the EFA devices (a container given none) and FI_PROVIDER unset, aws-ofi-nccl runs on
+    libfabric's tcp provider and NCCL still says "Using network Libfabric"; the plugin's own
+    line tells (aws/aws-ofi-nccl#803, in a docker container, aws-ofi-nccl 1.12.1):
+      NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics)
+    """
+    found = re.findall(r"NET/OFI Selected Provider is (\S+)", text)
+    other = sorted({p for p in found if not p.startswith("efa")})
+    return "libfabric-" + other[0] if other else "efa"
+
+
+def is_socket_fallback(observed: str | None) -> bool:
+    """NCCL's own sockets, or aws-ofi-nccl over a TCP provider of libfabric."""
+    return observed == "socket" or bool(observed and observed.startswith("libfabric-"))
 
 
 def plugin_failures(text: str) -> list[str]:
@@ -119,6 +138,10 @@ def plugin_failures(text: str) -> list[str]:
       NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open ...
     """
     found = re.findall(r"NET/Plugin ?: ?(Plugin load.*?returned.*?)\s*$", text, re.MULTILINE)
+    # aws-ofi-nccl loaded but found no EFA device (aws/aws-ofi-nccl#1020, a container without
+    # the uverbs devices):
+    #   ... nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data ...
+    found += re.findall(r"NCCL WARN (NET/OFI .*?)\s*$", text, re.MULTILINE)
     return list(dict.fromkeys(line.strip() for line in found))
 
 
@@ -148,6 +171,13 @@ def verdict(fabric: str, observed: str | None, nodes: int = 2) -> dict:
             "ok": False,
             "message": f"NCCL fell back to sockets (NET/Socket) instead of {fabric}: "
             + _FALLBACK_HINTS[fabric],
+        }
+    if is_socket_fallback(observed):
+        provider = observed[len("libfabric-") :]
+        return {
+            "ok": False,
+            "message": f"NCCL fell back to sockets (aws-ofi-nccl on libfabric's {provider} "
+            f"provider, not efa) instead of {fabric}: " + _FALLBACK_HINTS["efa"],
         }
     if observed != fabric:
         return {"ok": False, "message": f"NCCL used {observed}, expected {fabric}"}
@@ -203,8 +233,9 @@ def summary(
 
 def _worst_transport(observed: list[str | None]) -> str | None:
     """Socket anywhere wins (one rank on sockets slows all); then unknown; else the common one."""
-    if "socket" in observed:
-        return "socket"
+    fallbacks = sorted({o for o in observed if is_socket_fallback(o)})
+    if fallbacks:
+        return "socket" if "socket" in fallbacks else fallbacks[0]
     if None in observed or not observed:
         return None
     return sorted(set(observed))[0] if len(set(observed)) == 1 else ",".join(sorted(set(observed)))

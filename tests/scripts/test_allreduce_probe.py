@@ -205,3 +205,48 @@ def test_plugin_failures_name_why_the_plugin_did_not_load(probe, log):
 def test_no_plugin_failure_when_the_plugin_loads(probe):
     log = "h:7614:7691 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)\n"
     assert probe.plugin_failures(log) == []
+
+
+# NCCL logs from inside containers (issue 21). A container without the EFA devices and with
+# FI_PROVIDER unset: aws-ofi-nccl runs on libfabric's tcp provider and NCCL still says "Using
+# network Libfabric". Lines from aws/aws-ofi-nccl#803 (docker, NCCL 2.23.4, aws-ofi-nccl
+# 1.12.1; its container-id hostname) and NVIDIA/nccl#1597 ("Using network Libfabric").
+CONTAINER_OFI_TCP_LOG = """\
+6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.12.1-aws
+6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Using Libfabric version 1.22
+6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics)
+6f2d8a82d208:1287:1328 [0] NCCL INFO Using network Libfabric
+"""
+# With FI_PROVIDER=efa and no uverbs device: the plugin fails (aws/aws-ofi-nccl#1020,
+# nvcr.io/nvidia/pytorch:25.08-py3, its log's timestamp prefix) and NCCL takes its sockets
+# (the NET/IB and NET/Socket lines of SOCKET_LOG above).
+CONTAINER_NO_UVERBS_LOG = (
+    "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN "
+    "NET/OFI OFI fi_getinfo() call failed: No data available\n"
+    "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] NCCL INFO NET/IB : No device found.\n"
+    "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] NCCL INFO NET/Socket : Using "
+    "[0]eth0:172.31.3.90<0>\n"
+    "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] NCCL INFO Using network Socket\r\n"
+)
+
+
+def test_aws_ofi_nccl_on_libfabric_tcp_is_a_socket_fallback(probe):
+    """Before issue 21 this log read as "efa" and the gate passed a TCP run."""
+    observed = probe.transport_from_nccl_log(CONTAINER_OFI_TCP_LOG)
+    assert observed == "libfabric-tcp"
+    result = probe.verdict("efa", observed, nodes=2)
+    assert result["ok"] is False
+    assert result["message"].startswith(
+        "NCCL fell back to sockets (aws-ofi-nccl on libfabric's tcp provider, not efa) "
+        "instead of efa"
+    )
+    doc = probe.summary("nccl", 16, 2, [], "efa", ["efa"] * 15 + [observed], {})
+    assert doc["transport"]["observed"] == "libfabric-tcp" and doc["transport_ok"] is False
+
+
+def test_container_log_without_uverbs_names_the_socket_fallback_and_why(probe):
+    assert probe.transport_from_nccl_log(CONTAINER_NO_UVERBS_LOG) == "socket"
+    assert probe.plugin_failures(CONTAINER_NO_UVERBS_LOG) == [
+        "NET/OFI OFI fi_getinfo() call failed: No data available"
+    ]
+    assert probe.transport_from_nccl_log(EFA_LOG) == "efa"  # the provider line says efa

@@ -658,3 +658,41 @@ def test_nccl_log_is_gathered_in_a_login_shell_with_nccl_debug(hc):
     assert argv[:2] == ["bash", "-lc"] and "NCCL_DEBUG=INFO" in argv[2]
     assert "NCCL_DEBUG_SUBSYS=INIT,NET" in argv[2]
     assert facts.nccl_log is None and facts.nccl_skipped == "torch not importable"
+
+
+def test_gate_fails_on_a_broken_efa_container(hc):
+    """Issue 21: an EFA cluster whose rank container got no uverbs device. Real: the node check
+    (health_check.report), gpufleet.jobs.health.parse_report and UnhealthyCluster, which the
+    `run --health-gate` hook raises. Faked: the NCCL log, made of lines NCCL and aws-ofi-nccl
+    print in containers (aws/aws-ofi-nccl#1020: fi_getinfo fails without the devices, then NCCL's
+    NET/Socket lines; see tests/scripts/test_allreduce_probe.py)."""
+    from gpufleet.jobs.health import UnhealthyCluster, parse_report
+    from tests.scripts.test_allreduce_probe import CONTAINER_NO_UVERBS_LOG
+
+    # /sys/class/infiniband shows the host's 4 EFA devices inside a container too: the device
+    # count passes, and only NCCL's own log shows that the container cannot open them.
+    efa = [hc.RdmaDevice(f"rdmap{i}s0", driver="efa") for i in range(4)]
+    expect = hc.Expect(gpus=0, fabric="efa", nodes=2, fabric_devices=4, container_check=False)
+    facts = hc.NodeFacts(rdma=efa, nccl_log=CONTAINER_NO_UVERBS_LOG)
+    checks = {c.name: c for c in hc.evaluate(facts, expect)}
+    doc = {"ok": all(c.ok for c in checks.values()), "checks": [vars(c) for c in checks.values()]}
+    node = parse_report("node-0", 0, json.dumps(doc), None)
+    err = UnhealthyCluster("c1", [node])
+    print(err)
+    assert checks["fabric_devices"].ok
+    assert not node.ok and checks["nccl_network"].value == "socket"
+    assert "NCCL fell back to sockets (NET/Socket) instead of efa" in str(err)
+    assert "NCCL said: NET/OFI OFI fi_getinfo() call failed: No data available" in str(err)
+    assert err.exit_code == 5
+
+
+def test_node_check_fails_on_aws_ofi_nccl_over_libfabric_tcp(hc):
+    """A container without the EFA devices and FI_PROVIDER unset: "Using network Libfabric", but
+    on libfabric's tcp provider (aws/aws-ofi-nccl#803). Before issue 21 this passed as efa."""
+    from tests.scripts.test_allreduce_probe import CONTAINER_OFI_TCP_LOG
+
+    check = hc.check_nccl_network(
+        hc.NodeFacts(nccl_log=CONTAINER_OFI_TCP_LOG), hc.Expect(gpus=8, fabric="efa", nodes=2)
+    )
+    assert not check.ok and check.value == "libfabric-tcp"
+    assert "aws-ofi-nccl on libfabric's tcp provider, not efa" in check.detail
