@@ -143,8 +143,8 @@ def distribute(
     head = info.nodes[0].name
     workers = [n for n in missing if n != head]
     direct: list[str] = []
-    if shutil.which("ssh") is None:
-        direct = missing
+    if shutil.which("ssh") is None or head not in have:
+        direct = missing  # no OpenSSH here, or the head is not one of these nodes
     else:
         if workers:
             _prepare(info)
