@@ -1,0 +1,175 @@
+"""Pull orchestration without SSH: secrets, errors, the archive check, the relay script, and the
+boot-pull stall rule against a fake group (its commands answered in Python; nothing runs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gpufleet.components.clusterspec import ContainerSpec
+from gpufleet.components.containerflags import NodeFacts
+from gpufleet.components.containerimage import parse
+from gpufleet.components.errors import SpecError
+from gpufleet.core.errors import HostResult
+from gpufleet.jobs import imagecopy, pull
+
+MARK = "gpufleet-pull:"
+D1, D2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+def test_the_ngc_key_goes_to_nvcr_io_images_only():
+    env = {"NGC_API_KEY": "k-1", "OTHER": "x"}
+    ngc = parse("nvcr.io/nvidia/pytorch:25.01-py3")
+    assert pull.secrets_stdin(ngc, env) == b"NGC_API_KEY=k-1\n"
+    assert pull.secrets_stdin(parse("ghcr.io/org/app:1"), env) is None
+    assert pull.secrets_stdin(parse("nvcr.io/nvidia/pytorch:25.01-py3"), {}) is None
+    assert pull.secrets_stdin(parse("oci-archive:/x.tar"), env) is None
+
+
+def test_errors_mask_the_secret():
+    assert pull._scrub("login failed for k-123 at nvcr.io", b"NGC_API_KEY=k-123\n") == (
+        "login failed for *** at nvcr.io"
+    )
+
+
+def test_digest_mismatch_groups_nodes_by_digest():
+    e = pull.DigestMismatch("img", {"node-2": D1, "node-0": D1, "node-1": D2})
+    want = f"the nodes have different images for img: {D1} on node-0, node-2; {D2} on node-1"
+    assert str(e) == want
+    assert isinstance(e, pull.PullFailed) and e.hint and "@sha256" in e.hint
+    assert e.exit_code == pull.ExitCode.NODE_FAILED
+
+
+def test_pull_failed_names_every_failed_node():
+    e = pull.PullFailed("img", {"node-1": "denied", "node-0": "no space left"})
+    assert "node-0: no space left; node-1: denied" in str(e) and e.hint
+
+
+def test_check_archive(tmp_path: Path):
+    f = tmp_path / "a.tar"
+    f.write_bytes(b"x" * 10)
+    assert pull.check_archive(f"docker-archive:{f}") == (f.resolve(), 10)
+    with pytest.raises(SpecError, match="does not exist") as e:
+        pull.check_archive(parse(f"oci-archive:{tmp_path / 'b.tar'}"))
+    assert e.value.field == "--image" and "podman save" in e.value.fix
+    with pytest.raises(SpecError, match="is a folder"):
+        pull.check_archive(f"oci-archive:{tmp_path}")
+
+
+def test_parse_mark_takes_the_last_line():
+    out = f'noise\n{MARK}{{"state": "pulling"}}\n{MARK}{{"state": "done"}}\n'
+    assert pull.parse_mark(out, MARK) == {"state": "done"}
+    assert pull.parse_mark("nothing", MARK) is None
+
+
+def test_size_text():
+    assert pull.size_text(1_234_000_000) == "1.2 GB"
+    assert pull.size_text(85_000_000) == "85.0 MB"
+
+
+def test_fanout_script_sends_only_to_the_workers_that_lack_it():
+    nodes = [
+        SimpleNamespace(name=f"node-{i}", private_ip=f"10.0.0.{i}", ssh_port=22,
+                        workdir=f"/w{i}", host_key="ssh-ed25519 AAAA")
+        for i in range(3)
+    ]  # fmt: skip
+    info = SimpleNamespace(nodes=nodes, ssh_user="u")
+    s = imagecopy.fanout_script(info, ".gpufleet/images/ab.tar", ["node-2"], parallel=1)
+    assert "node-2 u@10.0.0.2 22 /w2 ssh-ed25519" in s and "node-1 u@" not in s
+    assert "xargs -P 1 " in s and "F=.gpufleet/images/ab.tar" in s
+    assert "mv -f" in s  # a copy gets its name only when complete
+
+
+# A fake group: the boot status reads and the pull commands answered in Python.
+@dataclass
+class _Node:
+    name: str
+    workdir: str = "/w"
+
+
+class FakeGroup:
+    def __init__(self, names, answer):
+        self.nodes = [_Node(n) for n in names]
+        self.answer = answer  # (node, command, stdin) -> HostResult
+        self.calls: list[tuple[str, str, bytes | None]] = []
+        self.info = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    def subset(self, names):
+        g = FakeGroup(names, self.answer)
+        g.calls = self.calls
+        return g
+
+    def put(self, files):
+        self.calls.append(("*", f"put {sorted(files)}", None))
+
+    def cancel(self, grace_s=5.0):
+        pass
+
+    def run(self, command, *, stdin=None, check=True, timeout=None, what=None, **_):
+        cmds = command if isinstance(command, dict) else {n.name: command for n in self.nodes}
+        out = {}
+        for n, c in cmds.items():
+            self.calls.append((n, c, stdin))
+            out[n] = self.answer(n, c, stdin)
+        return out
+
+
+def _standin(boot="/boot"):
+    def command(ref, *, runtime, sudo, state_dir, stall_s, attempts, script_path):
+        return f"bash {script_path} --image {ref.reference} --runtime {runtime} --state {state_dir}"
+
+    return SimpleNamespace(SCRIPT="#!stand-in", BOOT_STATE_DIR=boot, MARK=MARK, command=command)
+
+
+def _done(digest, nbytes=5):
+    doc = {"state": "done", "bytes": nbytes, "attempt": 1, "digest": digest, "error": "",
+           "updated": 0.0, "image": "nvcr.io/nvidia/pytorch:25.01-py3"}  # fmt: skip
+    return MARK + json.dumps(doc)
+
+
+def test_a_stalled_boot_pull_is_taken_over(monkeypatch):
+    """node-1's boot pull never gets past 100 bytes: after pull_stall_s it is pulled again."""
+    monkeypatch.setattr(pull, "node_script", _standin)
+    monkeypatch.setattr(pull, "POLL_S", 0.05)
+    image = "nvcr.io/nvidia/pytorch:25.01-py3"
+    stuck = {"state": "pulling", "bytes": 100, "attempt": 1, "digest": "", "error": "",
+             "updated": 0.0, "image": image}  # fmt: skip
+
+    def answer(node, cmd, stdin):
+        if cmd.startswith("cat '/boot/status.json'") or cmd.startswith("cat /boot/status.json"):
+            return HostResult(node, 0, json.dumps(stuck) if node == "node-1" else "")
+        if cmd.startswith("cat "):
+            return HostResult(node, 0, "")
+        return HostResult(node, 0, _done(D1, 42) + "\n")
+
+    g = FakeGroup(["node-0", "node-1"], answer)
+    spec = ContainerSpec.model_construct(image=image, pull_stall_s=0.3, pull_attempts=3)
+    facts = {n: NodeFacts(runtime="podman") for n in ("node-0", "node-1")}
+    lines: list[str] = []
+    monkeypatch.setenv("NGC_API_KEY", "k-9")
+    rep = pull.ensure_image(None, g, spec, facts, lines.append)
+    assert rep.attached == ["node-1"] and rep.digests == {"node-0": D1, "node-1": D1}
+    assert any("the boot pull got no new bytes for 0.3s; pulling it again" in ln for ln in lines)
+    pulls = [(n, s) for n, c, s in g.calls if c.startswith("bash ")]
+    # each node pulled once by this CLI, the key on stdin only, never in the command
+    assert sorted(n for n, _ in pulls) == ["node-0", "node-1"]
+    assert all(s == b"NGC_API_KEY=k-9\n" for _, s in pulls)
+    assert not any("k-9" in c for _, c, _ in g.calls)
+
+
+def test_no_runtime_on_a_node_fails_before_any_pull(monkeypatch):
+    monkeypatch.setattr(pull, "node_script", _standin)
+    g = FakeGroup(["node-0", "node-1"], lambda *a: pytest.fail("nothing may run"))
+    facts = {"node-0": NodeFacts(runtime="docker"), "node-1": NodeFacts()}
+    with pytest.raises(pull.PullFailed, match="node-1: no container runtime"):
+        pull.ensure_image(None, g, ContainerSpec(image="ghcr.io/a/b:1"), facts, print)
