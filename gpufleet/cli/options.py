@@ -68,7 +68,9 @@ Runtime = Annotated[
 Mounts = Annotated[
     list[str],
     typer.Option(
-        "--mount", help="also mount this node path in the container, SRC:DST[:ro] (repeat)"
+        "--mount",
+        metavar="SRC:DST[:ro]",
+        help="also mount this node path in the container (repeat)",
     ),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")]
