@@ -52,29 +52,30 @@ def spec(
 
 
 def check_archive(ref: ImageRef, flag: str = "--image") -> ImageRef:
-    """An archive image whose file exists here, its path made absolute; pull's own check too."""
+    """An archive image whose file is readable here, its path made absolute: the pull's own
+    check (gpufleet/jobs/pull.py) where it exists, else whether the file is there."""
     from gpufleet.components.containerimage import ImageRef
 
-    path = Path(ref.path).expanduser()
-    if not path.is_file():
-        why = "is a directory" if path.is_dir() else "does not exist"
-        raise SpecError(
-            flag,
-            f"{ref.transport}:{ref.path}: {path} {why}",
-            f"give {ref.transport}:PATH to an archive file on this machine "
-            f"(e.g. made with `podman save --format {ref.transport}`)",
-        )
-    ref = ImageRef(ref.transport, path=str(path.resolve()))
     try:
         pull = importlib.import_module("gpufleet.jobs.pull")
     except ModuleNotFoundError as e:
         if e.name != "gpufleet.jobs.pull":
             raise
-        return ref
+        pull = None
     check = getattr(pull, "check_archive", None)
     if check is not None:
-        check(ref)
-    return ref
+        path, _size = check(ref, flag)
+        return ImageRef(ref.transport, path=str(path))
+    path = Path(ref.path).expanduser()
+    if not path.is_file():
+        why = "is a folder" if path.is_dir() else "does not exist"
+        raise SpecError(
+            flag,
+            f"{ref}: {path} {why} on this machine",
+            f"give the path of an archive file, e.g. from `podman save --format {ref.transport} "
+            f"-o image.tar IMAGE` ({ref.transport}:image.tar)",
+        )
+    return ImageRef(ref.transport, path=str(path.resolve()))
 
 
 def check_where(cloud: str, container: ContainerSpec | None, flag: str = "--image") -> None:

@@ -124,11 +124,31 @@ def test_an_archive_path_is_made_absolute(capsys, job, tmp_path, monkeypatch):
     assert job["request"]["container"].image == f"oci-archive:{tmp_path / 'img.tar'}"
 
 
+def test_an_archive_is_checked_by_the_pulls_own_check_where_there_is_one(capsys, job, monkeypatch):
+    """gpufleet/jobs/pull.py's check_archive (the pull helper's) is faked here: its answer
+    (path, size) is the path the request gets, and it is asked with the flag's name."""
+    from gpufleet.components.containerimage import ImageRef
+
+    asked = []
+
+    def check_archive(ref, field="--image"):
+        asked.append((ref, field))
+        return Path("/srv/images/train.tar"), 123
+
+    fake = types.ModuleType("gpufleet.jobs.pull")
+    fake.check_archive = check_archive  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", fake)
+    code, _, err = cli(capsys, *run_args("--cloud", "vm", "--image", "oci-archive:train.tar"))
+    assert code == 0, err
+    assert asked == [(ImageRef("oci-archive", path="train.tar"), "--image")]
+    assert job["request"]["container"].image == "oci-archive:/srv/images/train.tar"
+
+
 BAD = [
     (["--image", "Not An/Image"], "--image: 'Not An/Image' is not an image reference"),
     (["--image", ""], "--image: is empty"),
     (["--image", "oci-archive:/nonexistent/x.tar"],
-     "--image: oci-archive:/nonexistent/x.tar: /nonexistent/x.tar does not exist"),
+     "--image: oci-archive:/nonexistent/x.tar: /nonexistent/x.tar does not exist on this machine"),
     (["--image", "docker-archive:"], "--image: 'docker-archive:' names no file"),
     (["--image", "busybox", "--runtime", "lxc"],
      "--runtime: 'lxc' is not one of auto, docker, podman"),
@@ -356,6 +376,8 @@ def test_up_dry_run_and_bad_container_image(capsys, gpufleet_home):
     assert doc["pull"].startswith("pulled by every node at boot")
     code, _, err = cli(capsys, "up", "--cloud", "vm", "--container-image", "a b")
     assert code == 2 and "error: --container-image: 'a b' is not an image" in err
+    code, _, err = cli(capsys, "up", "--cloud", "vm", "--container-image", "oci-archive:/no.tar")
+    assert code == 2 and "error: --container-image: oci-archive:/no.tar: /no.tar does not" in err
     code, _, err = cli(capsys, "up", "--cloud", "vm", "--runtime", "podman")
     assert code == 2 and "error: --runtime: applies to --container-image only" in err
     assert nothing_created(gpufleet_home)
