@@ -58,6 +58,14 @@ def up(
     ] = [],  # noqa: B006
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE tag (repeat)")] = [],  # noqa: B006
     image: Annotated[str | None, typer.Option(help="image id/name instead of the default")] = None,
+    container_image: Annotated[
+        str | None,
+        typer.Option(
+            help="container image later runs default to (`run --image`), pulled by every "
+            "node at boot; oci-archive:PATH / docker-archive:PATH: copied at the first run"
+        ),
+    ] = None,
+    runtime: opt.Runtime = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
     secrets_provider: Annotated[
         str | None,
@@ -89,6 +97,7 @@ def up(
     On a cloud, the plan summary ($/hour, TTL, total at TTL) is shown and confirmed first on a
     terminal; --yes skips the question, --dry-run stops after it.
     """
+    from gpufleet.cli import container as ctr
     from gpufleet.cli import documents, spend
     from gpufleet.clusters import cost, lifecycle
     from gpufleet.jobs import validate
@@ -98,6 +107,8 @@ def up(
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     policy = opt.policy_option(cloud, no_policy)
     count = validate.node_count(nodes, byo.pop("nodes", None))
+    container = ctr.spec(container_image, runtime, [], flag="--container-image")
+    ctr.check_where(cloud, container, "--container-image")
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,
         cloud=cloud,
@@ -112,8 +123,12 @@ def up(
         ssh_cidrs=ssh_cidr,
         tags=parse_pairs(tag, "tag"),
         image=image,
+        container=container,
     )
-    est = spend.gate(spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json})
+    shown = ctr.shown(container, cloud, creating=True)
+    est = spend.gate(
+        spec, yes=yes, dry_run=dry_run, max_cost=max_cost, extra={"json": as_json, **shown}
+    )
     options: dict[str, object] = {"backend": backend} if backend else dict(byo_options)
     if secrets_provider:
         options["secrets_provider"] = secrets_provider

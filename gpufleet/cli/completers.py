@@ -30,6 +30,11 @@ LAUNCHERS = {
 }
 HOSTFILE_FORMATS = ("openmpi", "mpich", "deepspeed", "plain", "env")
 SYNC_METHODS = ("auto", "rsync", "paramiko")
+RUNTIMES = {
+    "auto": "docker when the node has it, else podman",
+    "docker": "docker only",
+    "podman": "podman only",
+}
 
 
 def _quiet(fn: Callable[..., Items]) -> Callable[..., Items]:

@@ -117,10 +117,16 @@ def incomplete(name: str) -> dict[str, Any]:
     }
 
 
-def run(record: Any, *, created: bool, instance_type: str | None) -> dict[str, Any]:
+def run(
+    record: Any, *, created: bool, instance_type: str | None, image: str | None = None
+) -> dict[str, Any]:
     """`run --json` (run.schema.json): the run's record as `runs --json` lists it, and what
-    only `run` knows: whether it created the cluster, and the instance type."""
-    return envelope("run", **record.as_dict(), created=created, instance_type=instance_type)
+    only `run` knows: whether it created the cluster, the instance type, and the container
+    image its ranks ran in (None: none) with each node's digest of it (the record's, if any)."""
+    fields = record.as_dict()
+    fields["image"] = fields.get("image") or image
+    fields["digests"] = dict(fields.get("digests") or {})
+    return envelope("run", **fields, created=created, instance_type=instance_type)
 
 
 def run_list(records: list[Any]) -> dict[str, Any]:

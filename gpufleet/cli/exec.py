@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpufleet.components.clusterspec import ContainerSpec
     from gpufleet.core.state import ClusterRecord
 
 
@@ -16,6 +17,7 @@ def run_exec(
     timeout: float | None,
     as_json: bool,
     tree: bool = False,
+    container: ContainerSpec | None = None,
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
     from gpufleet.cli.common import node_printer, print_json
@@ -23,7 +25,8 @@ def run_exec(
     from gpufleet.jobs.exec import exit_code, run_on_nodes
 
     stream = None if as_json else node_printer()
-    results = run_on_nodes(info, command, nodes, timeout, stream, tree)
+    kw = {"container": container} if container is not None else {}
+    results = run_on_nodes(info, command, nodes, timeout, stream, tree, **kw)
     if as_json:
         print_json(envelope("exec", cluster=info.name, nodes=rows(info, results)))
     else:

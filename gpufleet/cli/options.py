@@ -50,6 +50,29 @@ SshKey = Annotated[
 AcceptHostKeys = Annotated[
     bool, typer.Option(help="cloud=ssh: pin the host keys the hosts present now (prints them)")
 ]
+Image = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="run every rank (and --setup) in this container image: [registry/]repo[:tag], "
+        "or oci-archive:PATH / docker-archive:PATH (a file here, copied to every node)",
+    ),
+]
+Runtime = Annotated[
+    str | None,
+    typer.Option(
+        help="the nodes' container runtime: auto (docker, else podman) | docker | podman",
+        autocompletion=completers.choices(completers.RUNTIMES),
+    ),
+]
+Mounts = Annotated[
+    list[str],
+    typer.Option(
+        "--mount",
+        metavar="SRC:DST[:ro]",
+        help="also mount this node path in the container (repeat)",
+    ),
+]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")]
 NoPolicy = Annotated[
     bool,

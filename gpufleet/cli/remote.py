@@ -30,16 +30,23 @@ def exec_(
     tree: Annotated[
         bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
     ] = False,
+    image: opt.Image = None,
+    runtime: opt.Runtime = None,
+    mount: opt.Mounts = [],  # noqa: B006
 ) -> None:
     """Run a command on every node at once; output lines are prefixed with [node-K].
 
     Exits 1 when the command failed on a node (each node's own code is printed, and in
     --json), 4 when a node did not answer, 124 when --timeout ran out.
     """
+    from gpufleet.cli import container as ctr
     from gpufleet.cli.exec import run_exec
     from gpufleet.core import state
 
-    code = run_exec(state.load(name), command, node, timeout, as_json, tree)
+    info = state.load(name)
+    container = ctr.spec(image, runtime, mount)
+    ctr.check_where(info.cloud, container)
+    code = run_exec(info, command, node, timeout, as_json, tree, container)
     if code:
         raise typer.Exit(code)
 

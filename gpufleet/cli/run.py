@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -90,6 +90,9 @@ def run(
         list[str], typer.Option(help="never copy paths matching this (repeat)")
     ] = [],  # noqa: B006
     setup: Annotated[str | None, typer.Option(help="shell command run on every node first")] = None,
+    image: opt.Image = None,
+    runtime: opt.Runtime = None,
+    mount: opt.Mounts = [],  # noqa: B006
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
     fail_fast: Annotated[
@@ -130,6 +133,7 @@ def run(
     node is lost, 6 when a node reached its expiry, 130 on Ctrl-C, 143 on SIGTERM, 129 on
     SIGHUP (a closed terminal); `gpufleet --help` lists every code.
     """
+    from gpufleet.cli import container as ctr
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.jobs.launch import LAUNCHERS, LaunchOptions
     from gpufleet.jobs.run import JobRequest, run_job
@@ -150,11 +154,13 @@ def run(
     validate.port(master_port)
     validate.nproc(nproc_per_node)
     validate.job(launcher, list(command), workdir, setup)
+    container = ctr.spec(image, runtime, mount)
     if cluster is not None:
         validate.not_with_cluster(
             cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr", "no_policy"))
         )
-        state.load(cluster)  # ClusterNotFound before anything runs
+        cloud = state.load(cluster).cloud  # ClusterNotFound before anything runs
+    ctr.check_where(cloud, container)  # e.g. the sandbox without a working runtime
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     byo_options.update(opt.policy_option(cloud, no_policy))
     count = validate.node_count(nodes, byo.pop("nodes", None))
@@ -172,6 +178,7 @@ def run(
             public_workers=public_workers,
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
+            container=container,  # known at create time: the nodes pull it at boot
         )
     opts = LaunchOptions(
         launcher=launcher,
@@ -191,10 +198,17 @@ def run(
             yes=yes,
             dry_run=dry_run,
             max_cost=max_cost,
-            extra={"json": as_json, "launcher": launcher, "job": " ".join(command)},
+            extra={
+                "json": as_json,
+                "launcher": launcher,
+                "job": " ".join(command),
+                **ctr.shown(container, cloud, creating=True),
+            },
         )
     elif dry_run:
         typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
+        for k, v in ctr.shown(container, cloud, creating=False).items():
+            typer.echo(f"  {k:<10} {v}")
         typer.echo("dry run: nothing was started")
         raise typer.Exit(0)
     gate = None
@@ -202,6 +216,8 @@ def run(
         from gpufleet.jobs.health import gate_hook
 
         gate = gate_hook
+    # JobRequest.container (None: the cluster's recorded one) is given only when asked for
+    with_container: dict[str, Any] = {"container": container} if container else {}
     req = JobRequest(
         launch=opts,
         workdir=workdir.resolve(),
@@ -216,18 +232,32 @@ def run(
         provision_options=byo_options,
         max_cost=max_cost,
         timeout_s=timeout_s,
+        **with_container,
     )
-    on_end = (lambda rec: _print_result(req, rec)) if as_json else None
+    on_end = None
+    if as_json:
+        shown_image = container.image if container else _recorded_image(cluster)
+        on_end = lambda rec: _print_result(req, rec, shown_image)  # noqa: E731
     printer = node_printer(to_stderr=True) if as_json else node_printer()
     raise typer.Exit(run_job(req, progress, printer, on_end))
 
 
-def _print_result(req, rec) -> None:
+def _print_result(req, rec, image: str | None) -> None:
     """The run-result document (run.schema.json), once the record has its end."""
     from gpufleet.cli import documents
 
     itype = req.spec.instance_type if req.spec is not None else None
-    print_json(documents.run(rec, created=req.cluster is None, instance_type=itype))
+    print_json(documents.run(rec, created=req.cluster is None, instance_type=itype, image=image))
+
+
+def _recorded_image(cluster: str | None) -> str | None:
+    """The image a reused cluster's ranks run in without --image (its recorded spec's)."""
+    if cluster is None:
+        return None
+    from gpufleet.core import state
+
+    spec = state.load_spec(cluster)
+    return spec.container.image if spec is not None and spec.container else None
 
 
 def _timeout(text: str) -> float:

@@ -111,6 +111,9 @@ def test_clouds_launchers_and_fixed_values():
     assert bash("gpufleet run --launcher ") == ["torchrun", "none", "mpirun", "deepspeed"]
     assert bash("gpufleet hostfile t --format m") == ["mpich"]
     assert bash("gpufleet sync t --sync-method ") == ["auto", "rsync", "paramiko"]
+    assert bash("gpufleet run --runtime ") == ["auto", "docker", "podman"]
+    assert bash("gpufleet exec t --runtime p") == ["podman"]
+    assert bash("gpufleet up --runtime d") == ["docker"]
     assert bash("gpufleet completion ") == ["bash", "zsh", "fish"]
 
 

@@ -37,7 +37,14 @@ def test_run_is_the_record_runs_lists_plus_what_run_adds():
     doc = documents.run(rec, created=True, instance_type=None)
     (listed,) = documents.run_list([rec])["runs"]
     assert {k: doc[k] for k in listed} == listed  # same names, same values
-    assert set(doc) - set(listed) == {"schema", "kind", "created", "instance_type"}
+    # image and digests: always in run's document; in a record once runs record them
+    assert set(doc) - set(listed) - {"image", "digests"} == {
+        "schema",
+        "kind",
+        "created",
+        "instance_type",
+    }
+    assert (doc["image"], doc["digests"]) == (None, {})  # this run had no container
     assert not list(validator("run").iter_errors(doc))
     assert not list(validator("run-list").iter_errors(documents.run_list([rec])))
     # either schema refuses a field it does not name, and run a run that has not ended

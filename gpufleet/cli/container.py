@@ -1,0 +1,123 @@
+"""--image, --runtime, --mount: a checked ContainerSpec, where it runs, before anything exists."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpufleet.components.errors import SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.components.clusterspec import ContainerSpec
+    from gpufleet.components.containerimage import ImageRef
+
+RUNTIMES = ("auto", "docker", "podman")  # ContainerSpec.runtime's values
+# ContainerSpec's field names -> the flags that set them, so an error names what the user typed
+_FLAGS = {"container.mounts": "--mount", "container.runtime": "--runtime"}
+
+
+def spec(
+    image: str | None,
+    runtime: str | None,
+    mounts: list[str],
+    *,
+    flag: str = "--image",
+) -> ContainerSpec | None:
+    """The ContainerSpec the flags ask for (None without `flag`); a SpecError naming the flag.
+
+    An archive's path is made absolute and must be a file here: it is copied from this machine.
+    """
+    from gpufleet.components.clusterspec import ContainerSpec
+    from gpufleet.components.containerimage import parse
+
+    if image is None:
+        extra = "--runtime" if runtime is not None else "--mount" if mounts else None
+        if extra:
+            raise SpecError(extra, f"applies to {flag} only", f"add {flag} IMAGE, or drop {extra}")
+        return None
+    ref = parse(image, flag)
+    if ref.is_archive:
+        ref = check_archive(ref, flag)
+    if runtime is not None and runtime not in RUNTIMES:
+        raise SpecError(
+            "--runtime",
+            f"{runtime!r} is not one of {', '.join(RUNTIMES)}",
+            "use auto, docker or podman",
+        )
+    try:
+        return ContainerSpec(image=str(ref), runtime=runtime or "auto", mounts=list(mounts))
+    except SpecError as e:
+        raise SpecError(_FLAGS.get(e.field, flag), e.problem, e.fix) from None
+
+
+def check_archive(ref: ImageRef, flag: str = "--image") -> ImageRef:
+    """An archive image whose file is readable here, its path made absolute: the pull's own
+    check (gpufleet/jobs/pull.py) where it exists, else whether the file is there."""
+    from gpufleet.components.containerimage import ImageRef
+
+    try:
+        pull = importlib.import_module("gpufleet.jobs.pull")
+    except ModuleNotFoundError as e:
+        if e.name != "gpufleet.jobs.pull":
+            raise
+        pull = None
+    check = getattr(pull, "check_archive", None)
+    if check is not None:
+        path, _size = check(ref, flag)
+        return ImageRef(ref.transport, path=str(path))
+    path = Path(ref.path).expanduser()
+    if not path.is_file():
+        why = "is a folder" if path.is_dir() else "does not exist"
+        raise SpecError(
+            flag,
+            f"{ref}: {path} {why} on this machine",
+            f"give the path of an archive file, e.g. from `podman save --format {ref.transport} "
+            f"-o image.tar IMAGE` ({ref.transport}:image.tar)",
+        )
+    return ImageRef(ref.transport, path=str(path.resolve()))
+
+
+def check_where(cloud: str, container: ContainerSpec | None, flag: str = "--image") -> None:
+    """Refuse `--image` where its containers cannot run: checked before anything is created."""
+    if container is None:
+        return
+    from gpufleet.provision import traits
+
+    where = traits(cloud).containers
+    if not where:
+        raise SpecError(
+            flag,
+            f"--cloud {cloud} runs no containers",
+            f"use --cloud vm (QEMU VMs with podman) or a cloud, or drop {flag}",
+        )
+    if where == "host":
+        from gpufleet.jobs.containerhost import check_host
+
+        check_host(container.runtime)
+
+
+def pull_where(container: ContainerSpec, cloud: str, *, creating: bool) -> str:
+    """Where and when the image reaches the nodes, as --dry-run says it."""
+    from gpufleet.components.containerimage import parse
+    from gpufleet.provision import traits
+
+    p = traits(cloud)
+    if parse(container.image).is_archive:
+        return "archive copied to the head, from it to every node, loaded there"
+    if p.containers == "host":
+        return "pulled on this machine before the job"
+    if creating and not p.own_hosts:
+        return "pulled by every node at boot (cloud-init), alongside the driver install"
+    return "pulled by every node in parallel before the job"
+
+
+def shown(container: ContainerSpec | None, cloud: str, *, creating: bool) -> dict[str, str]:
+    """--dry-run's image lines (and dry-run.schema.json's fields): image, runtime, pull."""
+    if container is None:
+        return {}
+    return {
+        "image": container.image,
+        "runtime": container.runtime,
+        "pull": pull_where(container, cloud, creating=creating),
+    }
