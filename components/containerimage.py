@@ -83,6 +83,12 @@ def parse(text: str, field: str = "container.image") -> ImageRef:
     host = m.group("host")
     # As docker reads it: the first part is a host only with a '.', a ':' or 'localhost'.
     if host is None or not ("." in host or ":" in host or host == "localhost"):
+        if host is not None and not re.fullmatch(_COMPONENT, host):  # e.g. UPPER/case
+            raise SpecError(
+                field,
+                f"{text!r}: {host!r} is neither a registry host nor a lowercase repository name",
+                "repository names are lowercase; a registry host has a '.' or a ':port'",
+            )
         path = ref
         if "/" not in path.split(":")[0].split("@")[0]:
             path = "library/" + path
