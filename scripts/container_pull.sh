@@ -12,6 +12,13 @@
 # them at a fake metadata server on 127.0.0.1): GPUFLEET_PULL_GCE_METADATA (default
 # http://metadata.google.internal), GPUFLEET_PULL_AZURE_IMDS (default http://169.254.169.254),
 # GPUFLEET_PULL_ACR_BASE (default https://<registry host>), GPUFLEET_PULL_POLL (default 2 s).
+#
+# Compared with what others do (read 2026-11-25): dstack's shim pulls with a fixed 20-minute
+# timeout and credentials sent from its server (runner/internal/shim/docker.go ImagePullTimeout,
+# pullImage); SkyPilot runs `docker login --password <secret>` (argv) or, on AWS,
+# `aws ecr get-login-password`, and on GAR relies on gcloud (sky/provision/docker_utils.py),
+# then a plain `docker pull`. Here: a no-progress timeout, and credentials minted from the
+# node's own identity, passed on stdin only.
 set -uo pipefail
 # status.json carries no secret and is read by the CLI's user; the auth folder is mktemp's 0700
 umask 022
@@ -140,9 +147,20 @@ registry_login() {
     # ECR: a 12 h token for user AWS from the instance role (AWS ECR docs, "Private registry
     # authentication": `aws ecr get-login-password --region R | docker login --username AWS
     # --password-stdin`); the aws CLI reads the role's credentials from IMDS itself.
+    # Without the CLI: amazon-ecr-credential-helper (Debian/Ubuntu package of that name), whose
+    # `get` reads the registry on stdin and prints {"Username","Secret"} from the same role
+    # (docker-credential-helpers protocol). SkyPilot installs AWS CLI v2 from the network at pull
+    # time instead (sky/provision/docker_utils.py); a node here gets neither fetched unasked.
     region=${BASH_REMATCH[2]}
-    command -v aws >/dev/null || { echo "ECR login needs the AWS CLI on the node (install awscli v2, or amazon-ecr-credential-helper as the runtime's credential helper)" >&2; return 1; }
-    tok=$(aws ecr get-login-password --region "$region") || { echo "aws ecr get-login-password failed: does the node's instance role allow ecr:GetAuthorizationToken?" >&2; return 1; }
+    if command -v aws >/dev/null; then
+      tok=$(aws ecr get-login-password --region "$region") || { echo "aws ecr get-login-password failed: does the node's instance role allow ecr:GetAuthorizationToken?" >&2; return 1; }
+    elif command -v docker-credential-ecr-login >/dev/null; then
+      tok=$(printf '%s' "$host" | docker-credential-ecr-login get | json_field Secret)
+      [ -n "$tok" ] || { echo "docker-credential-ecr-login got no token: does the node's instance role allow ecr:GetAuthorizationToken?" >&2; return 1; }
+    else
+      echo "ECR login needs the AWS CLI v2 (aws) or amazon-ecr-credential-helper (docker-credential-ecr-login) on the node" >&2
+      return 1
+    fi
     printf '%s\n' "$tok" | login AWS
   elif [[ "$host" =~ ^([a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.)?gcr\.io)$ ]]; then
     # GAR/GCR: the VM's service account's access token from the metadata server, user
@@ -242,17 +260,23 @@ watch_run() {
 }
 
 digest_of_image() {
-  local d
+  local d=''
   case "$image" in *@sha256:*) echo "${image##*@}"; return 0 ;; esac
   if [ "$runtime" = podman ]; then
     d=$("${rt[@]}" image inspect --format '{{.Digest}}' "$image" 2>/dev/null)
   else
-    # RepoDigests holds repo@sha256:<manifest digest>, one per repository the image came from
-    local repo=${image%:*}
-    [[ "$repo" == */* ]] || repo=$image
-    d=$("${rt[@]}" image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$image" 2>/dev/null \
-      | grep -F "${repo}@" | head -n1)
-    d=${d##*@}
+    # RepoDigests holds repo@sha256:<manifest digest>, one per repository the image came from;
+    # docker writes Docker Hub's in the familiar form (ubuntu@..., not docker.io/library/ubuntu@)
+    local repo=$image line first=''
+    [[ "${repo##*/}" == *:* ]] && repo=${repo%:*}
+    local fam=${repo#docker.io/}
+    fam=${fam#library/}
+    while IFS= read -r line; do
+      [ -n "$line" ] || continue
+      [ -n "$first" ] || first=${line##*@}
+      if [ "${line%@*}" = "$repo" ] || [ "${line%@*}" = "$fam" ]; then d=${line##*@}; break; fi
+    done < <("${rt[@]}" image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$image" 2>/dev/null)
+    [ -n "$d" ] || d=$first
   fi
   [[ "$d" == sha256:* ]] && echo "$d"
 }

@@ -284,10 +284,32 @@ def test_a_login_failure_fails_the_pull_with_a_hint(node):
     assert r.returncode == 1 and "service account" in doc["error"]
 
 
+def test_ecr_through_the_credential_helper_without_the_aws_cli(node):
+    """No aws CLI, but amazon-ecr-credential-helper (faked: reads the registry on stdin, prints
+    the helper protocol's JSON)."""
+    bin_ = Path(node["env"]["PATH"].split(":")[0])
+    (bin_ / "aws").unlink()
+    helper = bin_ / "docker-credential-ecr-login"
+    helper.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {node["fake"]}/helper_argv.txt\n'
+        f'read -r host\necho "{{\\"ServerURL\\":\\"$host\\",\\"Username\\":\\"AWS\\",'
+        f'\\"Secret\\":\\"{ECR_TOKEN}\\"}}"\n'
+    )
+    helper.chmod(0o755)
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/t:v1"
+    r = run(node, "--image", image)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [login] = logins(node)
+    assert (login["user"], login["secret"]) == ("AWS", ECR_TOKEN)
+    assert (node["fake"] / "helper_argv.txt").read_text().split() == ["get"]
+    assert ECR_TOKEN not in r.stdout + r.stderr + json.dumps([c["argv"] for c in calls(node)])
+
+
 def test_ecr_without_the_aws_cli_names_what_to_install(node):
     (Path(node["env"]["PATH"].split(":")[0]) / "aws").unlink()
     r = run(node, "--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/t:v1", "--attempts", "1")
-    assert r.returncode == 1 and "AWS CLI" in last_status(r)["error"]
+    error = last_status(r)["error"]
+    assert r.returncode == 1 and "AWS CLI" in error and "amazon-ecr-credential-helper" in error
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])
@@ -322,6 +344,23 @@ def test_docker_failing_an_oci_archive_says_why(node, tmp_path):
 def test_a_missing_archive_fails_at_once(node, tmp_path):
     r = run(node, "--archive", str(tmp_path / "nope.tar"), "--transport", "docker-archive")
     assert r.returncode == 1 and "no archive at" in last_status(r)["error"]
+
+
+def test_sudo_runs_the_runtime_and_du_through_sudo_n(node):
+    """--sudo: every runtime call (and the storage measure) goes through `sudo -n` (a fake
+    sudo that records its argv and runs the rest)."""
+    bin_ = Path(node["env"]["PATH"].split(":")[0])
+    (bin_ / "sudo").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {node["fake"]}/sudo_argv.txt\n'
+        '[ "$1" = -n ] && shift\nexec "$@"\n'
+    )
+    (bin_ / "sudo").chmod(0o755)
+    r = run(node, "--sudo", "--image", "docker.io/library/ubuntu:24.04", runtime="docker")
+    assert r.returncode == 0 and last_status(r)["bytes"] > 0
+    lines = (node["fake"] / "sudo_argv.txt").read_text().splitlines()
+    assert any(x.startswith("-n docker --config ") and " pull " in x for x in lines)
+    assert any(x.startswith("-n du -sb ") for x in lines)
+    assert len(lines) == len(calls(node)) + len([x for x in lines if " du " in f" {x}"])
 
 
 def test_bad_arguments_exit_2(node):

@@ -116,8 +116,10 @@ def main() -> int:
             return 1
         if ".Digest" in fmt:
             print(found["digest"])
-        elif "RepoDigests" in fmt:
-            print(ref.rsplit(":", 1)[0] + "@" + found["digest"])
+        elif "RepoDigests" in fmt:  # as docker writes them: Docker Hub's in the familiar form
+            repo = ref.rsplit(":", 1)[0].removeprefix("docker.io/").removeprefix("library/")
+            print("other.example/mirror@sha256:" + "0" * 64)
+            print(repo + "@" + found["digest"])
         elif ".Id" in fmt:
             print(found["id"] if prog == "podman" else "sha256:" + found["id"])
         else:
