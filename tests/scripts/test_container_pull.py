@@ -10,9 +10,11 @@ reached through the script's test-only GPUFLEET_PULL_* base URLs). Real: the scr
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -391,3 +393,49 @@ def test_user_data_carries_no_credential(image, monkeypatch):
     for s in SECRETS:
         assert s not in text
     assert ("gpufleet-pull.service" in text) is not image.startswith("nvcr.io")
+
+
+PODMAN = shutil.which("podman")
+
+
+@pytest.mark.skipif(PODMAN is None, reason="podman is not installed")
+@pytest.mark.parametrize("transport", ["oci-archive", "docker-archive"])
+def test_a_real_podman_loads_an_archive_and_reports_its_image_id(tmp_path, transport):
+    run_root = tempfile.mkdtemp(prefix="gfp-", dir="/tmp")  # podman: a runroot of <= 50 chars
+    try:
+        _real_podman_load(tmp_path, transport, run_root)
+    finally:
+        shutil.rmtree(run_root, ignore_errors=True)
+
+
+def _real_podman_load(tmp_path: Path, transport: str, run_root: str) -> None:
+    """REAL podman (no container is started: import, save, load, inspect only), in a private
+    store (a `podman` wrapper on PATH adds --root/--runroot under tmp_path, vfs driver)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    wrapper = bin_ / "podman"
+    store = f"--root {tmp_path}/root --runroot {run_root} --storage-driver vfs"
+    wrapper.write_text(f'#!/bin/sh\nexec {PODMAN} {store} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "TMPDIR": str(tmp_path), "GPUFLEET_PULL_POLL": "0.2"}
+    pod = lambda *a: subprocess.run([str(wrapper), *a], env=env, capture_output=True, text=True)  # noqa: E731
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    (rootfs / "payload").write_bytes(os.urandom(2_000_000))
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tmp_path / "rootfs.tar"), "."], check=True)
+    ref = "localhost/gpufleet-pulltest:v1"
+    assert pod("import", str(tmp_path / "rootfs.tar"), ref).returncode == 0
+    want = pod("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+    archive = tmp_path / "img.tar"
+    assert pod("save", "--format", transport, "-o", str(archive), ref).returncode == 0
+    assert pod("rmi", ref).returncode == 0
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "--archive", str(archive), "--transport", transport,
+         "--runtime", "podman", "--state", str(tmp_path / "state"), "--stall", "30"],
+        env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    doc = last_status(r)
+    print(doc)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert doc["state"] == "done" and doc["digest"] == f"sha256:{want}"
+    assert doc["bytes"] >= 2_000_000  # the layer landed in the store
