@@ -20,6 +20,7 @@
 # then a plain `docker pull`. Here: a no-progress timeout, and credentials minted from the
 # node's own identity, passed on stdin only.
 set -uo pipefail
+shopt -s lastpipe  # `printf secret | login USER` runs login here: it records logged_in
 # status.json carries no secret and is read by the CLI's user; the auth folder is mktemp's 0700
 umask 022
 
@@ -115,7 +116,9 @@ fi
 auth_dir=$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-pull-auth.XXXXXX") || exit 1
 trap 'rm -rf "$auth_dir"' EXIT
 # A private, per-pull auth file: the login never lands in ~/.docker/config.json or
-# containers-auth.json(5)'s default, and is removed with this folder when the pull ends.
+# containers-auth.json(5)'s default, and is removed with this folder when the pull ends. Used
+# only after a login here: any other pull keeps the node's own configuration (credHelpers,
+# proxies, a login the user made on the node).
 if [ "$runtime" = docker ]; then
   rt_auth=("${rt[@]}" --config "$auth_dir")  # docker(1): --config is the client's config folder
   login_opts=()
@@ -131,8 +134,10 @@ json_field() {  # the string value of field $1 in the JSON on stdin (no jq on a 
   body=$(cat)
   [[ "$body" =~ \"$1\"[[:space:]]*:[[:space:]]*\"([^\"]*)\" ]] && printf '%s' "${BASH_REMATCH[1]}"
 }
+logged_in=0
 login() {  # $1 user; the password on stdin, never argv (`login --password-stdin`)
-  "${rt_auth[@]}" login "${login_opts[@]}" --username "$1" --password-stdin "$host" >/dev/null
+  "${rt_auth[@]}" login "${login_opts[@]}" --username "$1" --password-stdin "$host" >/dev/null \
+    && logged_in=1
 }
 registry_login() {
   local tok region reg
@@ -304,11 +309,14 @@ for ((n = 1; n <= attempts; n++)); do
   if [ -n "$archive" ]; then
     watch_run "$log" "${rt[@]}" load -i "$archive"
     rc=$?
-  elif ! err=$(registry_login 2>&1); then
+  elif ! registry_login 2>"$log"; then
     rc=1
-    printf '%s\n' "$err" >"$log"
   else
-    watch_run "$log" "${rt_auth[@]}" pull "${pull_opts[@]}" "$image"
+    if [ "$logged_in" = 1 ]; then
+      watch_run "$log" "${rt_auth[@]}" pull "${pull_opts[@]}" "$image"
+    else
+      watch_run "$log" "${rt[@]}" pull "$image"
+    fi
     rc=$?
   fi
   prior_bytes=$st_bytes

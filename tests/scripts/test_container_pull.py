@@ -179,7 +179,7 @@ def test_registry_pull_records_bytes_digest_and_status(node, runtime):
     on_disk = json.loads((node["state"] / "status.json").read_text())
     assert on_disk == doc
     pulls = [c["argv"] for c in calls(node) if "pull" in c["argv"]]
-    assert len(pulls) == 1 and pulls[0][-1] == image
+    assert pulls == [["pull", image]]  # no login: the node's own runtime configuration
     assert not logins(node)  # a public registry: no login
     assert not list(node["tmp"].glob("gpufleet-pull-auth.*"))  # the private auth folder is gone
 
@@ -255,6 +255,9 @@ def test_registry_login_uses_the_nodes_identity_and_leaks_no_secret(node, image,
     assert last_status(r)["digest"] == DIGEST
     [login] = logins(node)
     assert (login["user"], login["host"], login["secret"]) == (user, image.split("/")[0], secret)
+    [pull] = [c["argv"] for c in calls(node) if "pull" in c["argv"]]
+    private = ["--config"] if runtime == "docker" else ["pull", "--authfile"]
+    assert pull[: len(private)] == private  # the login's private auth file, not the node's
     # the secret is in none of: the runtime's argv, curl's/aws's argv, stdout/stderr, the state
     argvs = json.dumps([c["argv"] for c in calls(node)])
     for name in ("curl_argv.txt", "aws_argv.txt"):
@@ -360,7 +363,7 @@ def test_sudo_runs_the_runtime_and_du_through_sudo_n(node):
     r = run(node, "--sudo", "--image", "docker.io/library/ubuntu:24.04", runtime="docker")
     assert r.returncode == 0 and last_status(r)["bytes"] > 0
     lines = (node["fake"] / "sudo_argv.txt").read_text().splitlines()
-    assert any(x.startswith("-n docker --config ") and " pull " in x for x in lines)
+    assert "-n docker pull docker.io/library/ubuntu:24.04" in lines
     assert any(x.startswith("-n du -sb ") for x in lines)
     assert len(lines) == len(calls(node)) + len([x for x in lines if " du " in f" {x}"])
 
