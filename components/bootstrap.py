@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from gpufleet.components.imageversions import IMAGES, for_node
 
 if TYPE_CHECKING:
-    from gpufleet.components.clusterspec import ClusterSpec
+    from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class BootstrapContext:
     expires_at: float | None = None
     extra: dict[str, str] = field(default_factory=dict)  # more node env (e.g. Azure identity)
     boot_lease_s: int | None = None  # a lease armed at first boot from the node's clock (`run`)
+    container: ContainerSpec | None = None  # a registry image is pulled at boot (boot_pull)
 
 
 @functools.cache
@@ -128,10 +129,29 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         boot_lease_s=int(ctx.boot_lease_s)
         if ctx.boot_lease_s and (ctx.expires_at or expiry_tag(ctx))
         else 0,
+        **boot_pull(ctx),
         guest_files=(CLOUD_GUEST_FILES if ctx.host_private_key else OWN_KEY_GUEST_FILES).get(
             ctx.cloud, ()
         ),
     )
+
+
+def boot_pull(ctx: BootstrapContext) -> dict[str, str]:
+    """The template's values for the boot pull of ctx.container (pull_boot "" for none)."""
+    from gpufleet.components import containerpull
+    from gpufleet.components.containerimage import parse
+
+    c = ctx.container
+    boot = c and containerpull.boot_pull(
+        parse(c.image), runtime=c.runtime, stall_s=c.pull_stall_s, attempts=c.pull_attempts
+    )
+    return {
+        "pull_boot": node_copy(boot).rstrip("\n") if boot else "",
+        "pull_boot_path": "/opt/gpufleet/container_pull_boot.sh",
+        "pull_script": node_copy(containerpull.SCRIPT).rstrip("\n") if boot else "",
+        "pull_script_path": containerpull.BOOT_SCRIPT_PATH,
+        "pull_state_dir": containerpull.BOOT_STATE_DIR,
+    }
 
 
 # What the node's own timer does at its expiry or lease (images/ttl/gpufleet-expire); the rest
@@ -217,4 +237,5 @@ def placeholder_context(
         expires_at=expires_at,
         extra={k: f"<{k} at deploy time>" for k in CLOUD_NODE_ENV.get(spec.cloud, ())},
         boot_lease_s=boot_lease_s(spec),
+        container=spec.container,
     )

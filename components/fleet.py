@@ -84,6 +84,7 @@ def node_user_data(
                 expires_at=v[3],
                 extra=dict(zip(names, v[4:], strict=True)),
                 boot_lease_s=boot_lease_s(spec),
+                container=spec.container,
             )
         )
     )
