@@ -21,9 +21,16 @@ START_S = 300.0  # `run -d` of a pulled image: seconds on a warm node, more unde
 Ensure = Callable[..., Any]  # pull.ensure_image's signature
 
 
-def name_of(run_id: str) -> str:
-    """The run's container name on every node."""
-    return f"gpufleet-{run_id}"
+def name_of(run_id: str, node: str | None = None) -> str:
+    """The run's container name: the same on every node, or with the node's name where all
+    nodes share one machine (the sandbox: provider trait containers="host")."""
+    return f"gpufleet-{run_id}" + (f"-{node}" if node else "")
+
+
+def container_name(info: ClusterInfo, run_id: str, node: str) -> str:
+    from gpufleet.core.providers import traits
+
+    return name_of(run_id, node if traits(info.cloud).containers == "host" else None)
 
 
 def labels(info: ClusterInfo, run_id: str) -> dict[str, str]:
@@ -56,7 +63,7 @@ def keeper_command(
     it when this session's stdin closes or it is signalled (gpufleet closed the channel, the
     SSH session ended with a dead CLI, the session watch TERMed it)."""
     node = info.node(node_name)
-    name = name_of(run_id)
+    name = container_name(info, run_id, node_name)
     argv = containerflags.run_argv(
         facts,
         image,
@@ -109,13 +116,12 @@ def hop_script(info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, conf
     container of this run (its runtime prefix, workdir), through /bin/sh -c."""
     from gpufleet.remote.sshconfig import aliases
 
-    name = name_of(run_id)
     arms = []
     for n in info.nodes:
         f = facts.get(n.name)
         if f is None:
             continue
-        head = shlex.join(exec_argv(f, name, n.workdir))
+        head = shlex.join(exec_argv(f, container_name(info, run_id, n.name), n.workdir))
         pats = "|".join(shlex.quote(a) for a in [*aliases(info, n), n.private_ip])
         arms.append(f"  {pats}) pre={shlex.quote(head)} ;;")
     return HOP_TEMPLATE.replace("CONFIG", config).replace("ARMS", "\n".join(arms))
@@ -171,6 +177,7 @@ class RunContainers:
         self.info, self.group, self.spec, self.run_id = info, group, spec, run_id
         self.facts, self.report, self.images = facts, report, images
         self.name = name_of(run_id)
+        self.names = {n: container_name(info, run_id, n) for n in facts}
         self.python = info.python
         self._chans: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -179,7 +186,7 @@ class RunContainers:
     def wrap(self, node_name: str, command: str) -> str:
         """The shell line that runs `command` inside node_name's container of this run."""
         node = self.info.node(node_name)
-        return wrap_line(self.facts[node_name], self.name, node.workdir, command)
+        return wrap_line(self.facts[node_name], self.names[node_name], node.workdir, command)
 
     def wrap_all(self, commands: dict[str, str]) -> dict[str, str]:
         return {n: self.wrap(n, c) for n, c in commands.items()}
@@ -227,7 +234,7 @@ class RunContainers:
                 return
             self.removed = True
         rm = {
-            n.name: shlex.join([*self.facts[n.name].prefix, "rm", "-f", self.name])
+            n.name: shlex.join([*self.facts[n.name].prefix, "rm", "-f", self.names[n.name]])
             for n in self.group.nodes
         }
         try:

@@ -33,6 +33,7 @@ from gpufleet.jobs import launch, runs, sync
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.provision import LEASE, Progress, traits
 from gpufleet.remote import Group
+from gpufleet.remote.commands import tar_files
 from gpufleet.remote.group import Stream
 from gpufleet.remote.lease import LEASE_DIR_DEFAULT
 
@@ -414,13 +415,13 @@ def _job(
                 req.health_gate(info, group, wrap=wrap)
             else:
                 req.health_gate(info, group)
-        files = launch.run_files(info, opts)
+        group.put(launch.run_files(info, opts))
         if boxes is not None and opts.launcher in ("mpirun", "deepspeed"):
+            # an executable `ssh`: Open MPI's plm_rsh_agent, and first on pdsh's PATH
             cfg = f"{info.head.workdir}/{launch.run_dir(opts)}/{launch.SSH_CONFIG}"
-            files[f"{launch.run_dir(opts)}/{launch.HOP}"] = container.hop_script(
-                info, boxes.facts, opts.run_id, cfg
-            )
-        group.put(files)
+            script = container.hop_script(info, boxes.facts, opts.run_id, cfg)
+            hop_tar = tar_files({f"{launch.run_dir(opts)}/{launch.HOP}": script}, mode=0o755)
+            group.run("tar -xf -", stdin=hop_tar, what="upload")
         commands = {
             n.name: cmd
             for i, n in enumerate(info.nodes)
