@@ -62,13 +62,12 @@ def keeper_command(
     """The node's holding session: start the run's container detached, say READY, and remove
     it when this session's stdin closes or it is signalled (gpufleet closed the channel, the
     SSH session ended with a dead CLI, the session watch TERMed it)."""
-    node = info.node(node_name)
     name = container_name(info, run_id, node_name)
     argv = containerflags.run_argv(
         facts,
         image,
         name=name,
-        workdir=node.workdir,
+        workdir=_WD,
         fabric=info.fabric,
         mounts=mounts,
         labels=labels(info, run_id),
@@ -76,6 +75,7 @@ def keeper_command(
     )
     argv.insert(argv.index("run") + 1, "-d")
     cut = len(argv) - 3  # image, sleep, infinity
+    head, tail = (shlex.join(a).replace(_WD, '"$PWD"') for a in (argv[:cut], argv[cut:]))
     # the cluster key and known_hosts for mpirun's and pdsh's hop, where this node has them
     extra = "".join(
         f'[ -d {shlex.quote(d)} ] && km="$km -v {shlex.quote(d + ":" + d + ":ro")}"\n'
@@ -86,20 +86,32 @@ def keeper_command(
         f"km=\n{extra}"
         f"trap '{rm} >/dev/null 2>&1' EXIT\n"
         "trap 'exit 143' TERM INT HUP\n"
-        f"{shlex.join(argv[:cut])} $km {shlex.join(argv[cut:])} >/dev/null || exit 1\n"
+        f"{head} $km {tail} >/dev/null || exit 1\n"
         f"echo {READY}\n"
-        "cat >/dev/null\n"
+        # in the background, so that a trapped signal ends `wait` (not a foreground `cat`);
+        # through fd 3: an async list's own stdin is /dev/null
+        "exec 3<&0\n"
+        "cat <&3 >/dev/null 3<&- & c=$!\n"
+        "trap 'kill $c 2>/dev/null; exit 143' TERM INT HUP\n"
+        "wait $c\n"
     )
 
 
-def exec_argv(facts: NodeFacts, name: str, workdir: str, interactive: bool = True) -> list[str]:
-    """`<prefix> exec -i -w <workdir> <name>`: the head of every command run in the container."""
-    return [*facts.prefix, "exec", *(["-i"] if interactive else []), "-w", workdir, name]
+# The node's workdir as the node's shell has it: every command gpufleet runs there starts in it
+# (remote/commands.py wrap_command), and the workdir may be relative to $HOME ("gpufleet"),
+# which a bind mount cannot be. It is mounted at the same absolute path.
+_WD = "@GPUFLEET_WORKDIR@"
 
 
-def wrap_line(facts: NodeFacts, name: str, workdir: str, command: str) -> str:
+def exec_head(facts: NodeFacts, name: str) -> str:
+    """`<prefix> exec -i -w "$PWD" <name>`: the head of every command run in the container,
+    from the node's shell in its workdir."""
+    return shlex.join([*facts.prefix, "exec", "-i", "-w", _WD, name]).replace(_WD, '"$PWD"')
+
+
+def wrap_line(facts: NodeFacts, name: str, command: str) -> str:
     """`command` run by /bin/sh in the container, in the same workdir: its own exports apply."""
-    return shlex.join([*exec_argv(facts, name, workdir), "/bin/sh", "-c", command])
+    return f"{exec_head(facts, name)} /bin/sh -c {shlex.quote(command)}"
 
 
 def python_command(node_python: str) -> str:
@@ -121,7 +133,9 @@ def hop_script(info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, conf
         f = facts.get(n.name)
         if f is None:
             continue
-        head = shlex.join(exec_argv(f, container_name(info, run_id, n.name), n.workdir))
+        # an ssh session starts in $HOME, the workdir's base when it is relative
+        wd = shlex.quote(n.workdir)
+        head = f"cd {wd} && {exec_head(f, container_name(info, run_id, n.name))}"
         pats = "|".join(shlex.quote(a) for a in [*aliases(info, n), n.private_ip])
         arms.append(f"  {pats}) pre={shlex.quote(head)} ;;")
     return HOP_TEMPLATE.replace("CONFIG", config).replace("ARMS", "\n".join(arms))
@@ -185,8 +199,7 @@ class RunContainers:
 
     def wrap(self, node_name: str, command: str) -> str:
         """The shell line that runs `command` inside node_name's container of this run."""
-        node = self.info.node(node_name)
-        return wrap_line(self.facts[node_name], self.names[node_name], node.workdir, command)
+        return wrap_line(self.facts[node_name], self.names[node_name], command)
 
     def wrap_all(self, commands: dict[str, str]) -> dict[str, str]:
         return {n: self.wrap(n, c) for n, c in commands.items()}
