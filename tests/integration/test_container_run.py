@@ -25,7 +25,7 @@ import pytest
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.core import state
 from gpufleet.core.errors import JobFailed
-from gpufleet.jobs import launch, runs
+from gpufleet.jobs import health, launch, runs
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.jobs.run import JobRequest, run_job
 from gpufleet.provision import localsshd
@@ -136,9 +136,15 @@ def test_none_job_and_setup_run_inside_with_the_rank_env_and_workdir(
 ):
     info = make_sandbox("cn", 2)
     show = "echo in=$container rank=$GPUFLEET_NODE_RANK world=$GPUFLEET_WORLD_SIZE pwd=$(pwd)"
-    req = _request("cn", tmp_path, "none", [show], "r-none", setup="echo setup-in=$container")
+    req = _request(
+        "cn", tmp_path, "none", [show], "r-none", setup="echo setup-in=$container",
+        health_gate=health.gate_hook,
+    )  # fmt: skip
     code, said, lines = _run(req)
     assert code == 0, (code, said, lines)
+    for node in info.nodes:  # the health gate's node check ran in each node's container
+        box = f"gpufleet-r-none-{node.name}"
+        assert any(health.CHECK in c["cmd"][-1] for c in _execs(fake_podman, box))
     for k, node in enumerate(info.nodes):
         mine = [ln for n, ln in lines if n == node.name]
         # `container=fake` is only in the fake's exec environment: the line ran in there
@@ -257,3 +263,22 @@ def test_ctrl_c_removes_every_container_and_what_ran_in_it(
     _assert_removed(fake_podman)
     assert state.exists("ci")  # the cluster was reused, not ours to remove
     assert os.path.isdir(tmp_path)
+
+
+def test_exec_with_an_image_runs_in_fresh_containers_and_removes_them(
+    make_sandbox, gpufleet_home, fake_podman
+):
+    from gpufleet.jobs.exec import exit_code, run_on_nodes
+
+    info = make_sandbox("ce", 2)
+    spec = ContainerSpec(image=IMAGE, runtime="podman")
+    said: list[str] = []
+    results = run_on_nodes(
+        info, ["echo", "in=$container", "pwd=$(pwd)"], [], None, None, container=spec,
+        progress=said.append,
+    )  # fmt: skip
+    assert exit_code(results) == 0
+    for node in info.nodes:
+        assert results[node.name].stdout.strip() == f"in=fake pwd={node.workdir}"
+    assert f"image {IMAGE} digest {DIGEST} on 2 nodes" in said
+    _assert_removed(fake_podman)

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import time
 import types
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,9 @@ class FakeGroup:
                 text = "gpufleet-container-python:python3"
             else:
                 text = ""
-            out[n.name] = types.SimpleNamespace(exit_code=0, stdout=text, stderr="", ok=True)
+            out[n.name] = types.SimpleNamespace(
+                exit_code=0, stdout=text, stderr="", ok=True, error=None
+            )
         return out
 
     def subset(self, nodes):
@@ -245,3 +248,33 @@ def test_run_record_keeps_the_image_and_old_records_still_load(gpufleet_home):
     r.finish(0, "succeeded")
     back = runs.load("new")
     assert back.image == "img:1" and back.image_digests == {"node-0": "sha256:d"}
+
+
+def test_the_run_image_is_the_request_s_else_the_cluster_s_recorded_one(monkeypatch):
+    from gpufleet.components.clusterspec import ClusterSpec
+    from gpufleet.core import state
+    from gpufleet.jobs.run import JobRequest, container_spec
+
+    info = fakes.cluster(gpus=0)
+    opts = LaunchOptions(launcher="none", command=["true"])
+    mine = ContainerSpec(image="mine:1")
+    recorded = ClusterSpec.from_input({"name": "t", "container": {"image": "rec:1"}})
+    monkeypatch.setattr(state, "load_spec", lambda name: recorded if name == "t" else None)
+    reuse = JobRequest(launch=opts, workdir=Path("."), cluster="t")
+    assert container_spec(reuse, info) == recorded.container
+    assert container_spec(JobRequest(launch=opts, workdir=Path("."), cluster="t", container=mine),
+                          info) == mine  # fmt: skip
+    create = JobRequest(launch=opts, workdir=Path("."), spec=recorded.with_(container=None))
+    assert container_spec(create, info) is None  # a new cluster's own spec, not a record
+
+
+def test_health_checks_run_in_the_containers_when_given_wrap():
+    from gpufleet.jobs import health
+
+    info = fakes.cluster(gpus=0)
+    group = FakeGroup(info, {})
+    group.put = lambda files, **kw: None  # type: ignore[attr-defined]
+    health.check_cluster(info, group, wrap=lambda n, c: f"IN[{n}] {c}")  # type: ignore[arg-type]
+    cmds = group.ran[-1]
+    assert isinstance(cmds, dict) and set(cmds) == {"node-0", "node-1"}
+    assert all(c.startswith(f"IN[{n}] ") and health.CHECK in c for n, c in cmds.items())
