@@ -98,11 +98,12 @@ def check_host(runtime: str = "auto", *, run: Run = subprocess.run) -> None:
     why = list(facts.problems) if not facts.runtime else start_test(facts, run)
     if not why:
         return
-    tried = [facts.runtime] if facts.runtime else ["docker", "podman"]
-    if runtime != "auto":
-        tried = [runtime]
-    for rt in tried:
-        if rt == "podman" and not shutil.which("podman"):
-            continue  # "not installed" says it all
+    if facts.runtime:
+        why = [f"{facts.runtime}: {w}" for w in why]
+    for rt in ["docker", "podman"] if runtime == "auto" else [runtime]:
+        if not shutil.which(rt):
+            if f"{rt}: not installed" not in why:
+                why.append(f"{rt}: not installed")
+            continue  # says it all
         why += [f"{rt}: {c}" for c in known_causes(rt)]
     raise HostCannotRunContainers(want, why)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import os
 import shlex
@@ -67,6 +68,12 @@ RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
 # worst) and the SSH wait (Provider.ssh_wait_s, 10 min on a cloud). 45 min covers both with a
 # margin, and bounds a dead CLI's 2 x p5 at about $80 instead of a day's $2.6k.
 BOOT_LEASE_MINUTES = 45
+
+
+# run_job's record of the image and its digests (runs.Recorder.image), for _job to call
+_ON_IMAGE: contextvars.ContextVar[Callable[[str, dict[str, str]], None] | None] = (
+    contextvars.ContextVar("gpufleet_on_image", default=None)
+)
 
 
 @dataclass
@@ -258,7 +265,11 @@ def run_job(
     try:
         if req.timeout_s:
             deadline.arm(req.timeout_s)
-        code = job_code = run_on_cluster(req, say, tee, on_image=recorder.image)
+        token = _ON_IMAGE.set(recorder.image)
+        try:
+            code = job_code = run_on_cluster(req, say, tee)
+        finally:
+            _ON_IMAGE.reset(token)
         status = "succeeded" if code == 0 else "failed"
         return code
     except deadline.TimedOut as e:
@@ -331,12 +342,7 @@ def with_boot_lease(spec: ClusterSpec) -> ClusterSpec:
     return spec.with_(boot_lease_minutes=BOOT_LEASE_MINUTES)
 
 
-def run_on_cluster(
-    req: JobRequest,
-    progress: Progress,
-    stream: Stream,
-    on_image: Callable[[str, dict[str, str]], None] | None = None,
-) -> int:
+def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
     """The job on its cluster: created for it (and removed after, unless kept) or an existing
     one. 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
     try:
@@ -349,7 +355,7 @@ def run_on_cluster(
                 with_boot_lease(req.spec), progress, keep=req.keep, **req.provision_options
             )
         with cluster as info:
-            return _job(info, req, progress, stream, created=req.cluster is None, on_image=on_image)
+            return _job(info, req, progress, stream, created=req.cluster is None)
     finally:
         raise_pending()  # a signal during teardown still ends the CLI with its code
 
@@ -368,7 +374,6 @@ def _job(
     progress: Progress,
     stream: Stream,
     created: bool,
-    on_image: Callable[[str, dict[str, str]], None] | None = None,
 ) -> int:
     """Wait for SSH, renew the lease of a cluster it created, sync, set up, gate, launch."""
     from gpufleet.jobs import container
@@ -398,6 +403,7 @@ def _job(
         if cspec is not None:
             hop = opts.launcher in ("mpirun", "deepspeed")
             boxes = container.start(info, group, cspec, opts.run_id, progress, ssh_keys=hop)
+            on_image = _ON_IMAGE.get()
             if on_image is not None:
                 on_image(cspec.image, dict(boxes.report.digests))
             # the ranks' interpreter is the image's (jobs/container.py python_command)

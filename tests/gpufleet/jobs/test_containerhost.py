@@ -55,7 +55,9 @@ def test_podman_that_cannot_start_names_the_error_and_the_known_causes(monkeypat
     run, _ = _fake_run(_probe_out("podman"), 126, err)
     monkeypatch.setattr(shutil, "which", lambda c: f"/usr/bin/{c}" if c == "podman" else None)
     real = containerhost.known_causes
-    monkeypatch.setattr(containerhost, "known_causes", lambda rt: real(rt, mounts=HYBRID))
+    monkeypatch.setattr(
+        containerhost, "known_causes", lambda rt: real(rt, mounts=HYBRID, which=lambda c: None)
+    )
     with pytest.raises(HostCannotRunContainers) as e:
         check_host("podman", run=run)
     msg = str(e.value)
