@@ -122,10 +122,15 @@ def python_command(node_python: str) -> str:
     return f'for p in {cands}; do {found}; done; echo "{PY_MARK}"'
 
 
-def hop_script(info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, config: str) -> str:
+def hop_script(
+    info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, config: str | None = None
+) -> str:
     """The `ssh` mpirun (plm_rsh_agent) and pdsh (first on PATH) call inside the head's
     container: the same ssh to the target node, whose command then runs in that node's
-    container of this run (its runtime prefix, workdir), through /bin/sh -c."""
+    container of this run (its runtime prefix, workdir), through /bin/sh -c. config: the
+    ssh config; default the run's own (launch.SSH_CONFIG), found from the hop's place in
+    the run dir (launch.HOP), whatever the workdir's path."""
+    from gpufleet.jobs import launch
     from gpufleet.remote.sshconfig import aliases
 
     arms = []
@@ -138,7 +143,8 @@ def hop_script(info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, conf
         head = f"cd {wd} && {exec_head(f, container_name(info, run_id, n.name))}"
         pats = "|".join(shlex.quote(a) for a in [*aliases(info, n), n.private_ip])
         arms.append(f"  {pats}) pre={shlex.quote(head)} ;;")
-    return HOP_TEMPLATE.replace("CONFIG", config).replace("ARMS", "\n".join(arms))
+    cfg = shlex.quote(config) if config else f'"$self/../{launch.SSH_CONFIG}"'
+    return HOP_TEMPLATE.replace("CONFIG", cfg).replace("ARMS", "\n".join(arms))
 
 
 # POSIX sh. ssh's own option letters that take an argument (ssh(1) SYNOPSIS); options may also
@@ -171,7 +177,8 @@ ARMS
   *) echo "gpufleet hop: $host is no node of this run" >&2; exit 255 ;;
 esac
 cmd="$pre /bin/sh -c $(q "$*")"
-eval "exec \"\$real\" $opts -F $(q CONFIG) $(q "$host") $(q "$cmd")"
+cfg=CONFIG
+eval "exec \"\$real\" $opts -F $(q "$cfg") $(q "$host") $(q "$cmd")"
 """
 
 

@@ -424,8 +424,7 @@ def _job(
         group.put(launch.run_files(info, opts))
         if boxes is not None and opts.launcher in ("mpirun", "deepspeed"):
             # an executable `ssh`: Open MPI's plm_rsh_agent, and first on pdsh's PATH
-            cfg = f"{info.head.workdir}/{launch.run_dir(opts)}/{launch.SSH_CONFIG}"
-            script = container.hop_script(info, boxes.facts, opts.run_id, cfg)
+            script = container.hop_script(info, boxes.facts, opts.run_id)
             hop_tar = tar_files({f"{launch.run_dir(opts)}/{launch.HOP}": script}, mode=0o755)
             group.run("tar -xf -", stdin=hop_tar, what="upload")
         commands = {

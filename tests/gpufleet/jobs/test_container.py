@@ -215,6 +215,9 @@ def test_ssh_hop_lands_in_the_target_nodes_container(tmp_path):
     assert inner[13] == "orted -mca ess 'env' a b"
     # pdsh: `ssh -2 -a -x -lroot HOST -F cfg CMD` (options after the host too)
     got = hop_argv("-2", "-a", "-x", "-lroot", "10.0.0.10", "-F", "/x/cfg", "cd /w; python -u x")
+    # the run's ssh config, next to the hop's folder in the run dir, by default
+    hop.write_text(container.hop_script(info, facts, "r1"))
+    assert hop_argv("t-node-1", "true")[1] == f"{tmp_path}/hop/../ssh_config"
     assert got[:4] == ["-2", "-a", "-x", "-lroot"]
     inner = shlex.split(got[-1])
     assert inner[3:5] == ["podman", "exec"] and inner[-1] == "cd /w; python -u x"
