@@ -76,6 +76,12 @@ def _in_containers(
     from gpufleet.remote import Group
 
     say = progress or (lambda _m: None)
+    from gpufleet.core.providers import traits
+
+    if traits(info.cloud).containers == "host":  # the sandbox: this machine's runtime
+        from gpufleet.jobs import containerhost
+
+        containerhost.check_host(spec.runtime)
     with Group(info, nodes or None) as g:
         g.wait_ready(60, refused_fails=True)
         boxes = container.start(info, g, spec, f"exec-{secrets.token_hex(4)}", say)  # type: ignore[arg-type]

@@ -234,6 +234,7 @@ def run_job(
     the job run (run_on_cluster) under --timeout, with its record and merged log kept under
     $GPUFLEET_HOME/runs/<id>/. 0, or the error that ended it; on_end gets the ended record."""
     existing = state.load(req.cluster or "") if req.spec is None else None
+    check_containers(req, existing)
     est = _budget(req, existing)
     if existing is None:
         assert req.spec is not None
@@ -358,6 +359,27 @@ def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
             return _job(info, req, progress, stream, created=req.cluster is None)
     finally:
         raise_pending()  # a signal during teardown still ends the CLI with its code
+
+
+def check_containers(req: JobRequest, existing: ClusterInfo | None) -> None:
+    """Before anything is created: a run with an image needs a provider whose nodes run
+    containers, and on the sandbox (containers="host") a runtime on this machine that works."""
+    cloud = existing.cloud if existing is not None else req.spec.cloud  # type: ignore[union-attr]
+    spec = req.container
+    if spec is None:
+        recorded = req.spec if existing is None else state.load_spec(existing.name)
+        spec = recorded.container if recorded is not None else None
+    if spec is None:
+        return
+    where = traits(cloud).containers
+    if where == "host":
+        from gpufleet.jobs import containerhost
+
+        containerhost.check_host(spec.runtime)
+    elif not where:
+        raise SpecError(
+            "container", f"the {cloud} provider runs no containers", "run without --image"
+        )
 
 
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:

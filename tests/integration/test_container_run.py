@@ -25,7 +25,7 @@ import pytest
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.core import state
 from gpufleet.core.errors import JobFailed
-from gpufleet.jobs import health, launch, runs
+from gpufleet.jobs import containerhost, health, launch, runs
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.jobs.run import JobRequest, run_job
 from gpufleet.provision import localsshd
@@ -63,6 +63,7 @@ def fake_podman(tmp_path_factory, monkeypatch):
     path = localsshd.node_path()
     monkeypatch.setattr(localsshd, "node_path", lambda: f"{root / 'bin'}:{path}")
     monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", PULL_STUB)
+    monkeypatch.setattr(containerhost, "check_host", lambda runtime: None)
     monkeypatch.setenv("GPUFLEET_FAKE_PODMAN_ROOT", str(root))
     yield st
     fakeruntime.kill_all(st)
@@ -192,6 +193,8 @@ import sys, types
 sys.path.insert(0, {root!r})
 from tests.integration.test_container_run import PULL_STUB, _request
 sys.modules["gpufleet.jobs.pull"] = PULL_STUB
+from gpufleet.jobs import containerhost
+containerhost.check_host = lambda runtime: None  # the fake runtime is on the nodes' PATH only
 from pathlib import Path
 from gpufleet.core.signals import install_handlers
 from gpufleet.jobs.run import run_job
@@ -282,3 +285,18 @@ def test_exec_with_an_image_runs_in_fresh_containers_and_removes_them(
         assert results[node.name].stdout.strip() == f"in=fake pwd={node.workdir}"
     assert f"image {IMAGE} digest {DIGEST} on 2 nodes" in said
     _assert_removed(fake_podman)
+
+
+def test_the_sandbox_refuses_an_image_this_machine_cannot_run(
+    make_sandbox, gpufleet_home, tmp_path
+):
+    """No fakes for the check: this machine's own runtime (its real state), before anything."""
+    from tests.gpufleet.jobs.test_containerhost import _can_start_here
+
+    if _can_start_here():
+        pytest.skip("this machine starts containers")
+    make_sandbox("cr", 2)
+    code, said, lines = _run(_request("cr", tmp_path, "none", ["echo ran"], "r-refused"))
+    assert isinstance(code, containerhost.HostCannotRunContainers), (code, said)
+    assert "--cloud vm" in code.hint
+    assert lines == [] and not any("SSH ready" in m for m in said)  # nothing ran, not even SSH
