@@ -358,5 +358,5 @@ def start(
     except BaseException:
         rc.stop()
         raise
-    progress(f"containers {rc.name} up on {len(facts)} nodes")
+    progress(f"containers {', '.join(sorted(set(rc.names.values())))} up on {len(facts)} nodes")
     return rc

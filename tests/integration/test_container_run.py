@@ -86,6 +86,7 @@ def _run(req: JobRequest) -> tuple[int | Exception, list[str], list[tuple[str, s
         code: int | Exception = run_job(req, said.append, lambda n, ln, e: lines.append((n, ln)))
     except Exception as e:
         code = e
+    print(*(f"gpufleet: {m}" for m in said), *(f"[{n}] {ln}" for n, ln in lines), sep="\n")
     return code, said, lines
 
 
