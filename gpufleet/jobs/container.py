@@ -78,15 +78,15 @@ def keeper_command(
     head, tail = (shlex.join(a).replace(_WD, '"$PWD"') for a in (argv[:cut], argv[cut:]))
     # the cluster key and known_hosts for mpirun's and pdsh's hop, where this node has them
     extra = "".join(
-        f'[ -d {shlex.quote(d)} ] && km="$km -v {shlex.quote(d + ":" + d + ":ro")}"\n'
+        f'[ -d {shlex.quote(d)} ] && set -- "$@" -v {shlex.quote(d + ":" + d + ":ro")}\n'
         for d in ssh_dirs
     )
     rm = shlex.join([*facts.prefix, "rm", "-f", name])
     return (
-        f"km=\n{extra}"
+        f"set --\n{extra}"
         f"trap '{rm} >/dev/null 2>&1' EXIT\n"
         "trap 'exit 143' TERM INT HUP\n"
-        f"{head} $km {tail} >/dev/null || exit 1\n"
+        f'{head} "$@" {tail} >/dev/null || exit 1\n'
         f"echo {READY}\n"
         # in the background, so that a trapped signal ends `wait` (not a foreground `cat`);
         # through fd 3: an async list's own stdin is /dev/null
@@ -161,7 +161,7 @@ for d in $PATH; do
 done
 IFS=$IFS_
 [ -n "$real" ] || { echo "gpufleet hop: no ssh client in this container's PATH" >&2; exit 255; }
-opts= host=
+opts='' host=''
 while [ $# -gt 0 ]; do
   case $1 in
     -F) shift 2 ;;
@@ -172,6 +172,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$host" ] || { echo "gpufleet hop: no host" >&2; exit 255; }
 pre=
+# shellcheck disable=SC2016 # each $PWD is the target node's, expanded there
 case $host in
 ARMS
   *) echo "gpufleet hop: $host is no node of this run" >&2; exit 255 ;;

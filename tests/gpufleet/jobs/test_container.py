@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import time
 import types
@@ -281,3 +282,18 @@ def test_health_checks_run_in_the_containers_when_given_wrap():
     cmds = group.ran[-1]
     assert isinstance(cmds, dict) and set(cmds) == {"node-0", "node-1"}
     assert all(c.startswith(f"IN[{n}] ") and health.CHECK in c for n, c in cmds.items())
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_the_keeper_and_the_hop_are_shellcheck_clean(tmp_path):
+    info = fakes.cluster(gpus=0)
+    facts = {"node-0": PODMAN, "node-1": SUDO_DOCKER}
+    keeper = container.keeper_command(info, PODMAN, "img:1", "node-0", "r1", ssh_dirs=("/k",))
+    (tmp_path / "keeper.sh").write_text("#!/bin/sh\n" + keeper)
+    (tmp_path / "hop.sh").write_text(container.hop_script(info, facts, "r1"))
+    r = subprocess.run(
+        ["shellcheck", str(tmp_path / "keeper.sh"), str(tmp_path / "hop.sh")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout
