@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.components.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpufleet.components.clusterspec import ContainerSpec
     from gpufleet.core.state import ClusterRecord
     from gpufleet.remote.session import Stream
 
@@ -18,12 +21,18 @@ def run_on_nodes(
     timeout: float | None,
     stream: Stream | None,
     tree: bool = False,
+    container: ContainerSpec | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run `command` on `nodes` (all when empty): through the head's tree, a warm holder, or
-    connections made here (leaving a holder for the next command); node -> HostResult."""
+    connections made here (leaving a holder for the next command); node -> HostResult.
+    container: in that image instead (exec --image): the nodes' containers are started for
+    this one command, like a run's, and removed after it."""
     from gpufleet.remote import holder
 
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
+    if container is not None:
+        return _in_containers(info, cmd, nodes, timeout, stream, container, progress)
     results = None
     if tree:
         from gpufleet.core.errors import GpufleetError
@@ -47,6 +56,46 @@ def run_on_nodes(
         if holder.enabled():
             holder.spawn(info.name)
     return results
+
+
+def _in_containers(
+    info: ClusterRecord,
+    cmd: str,
+    nodes: list[str],
+    timeout: float | None,
+    stream: Stream | None,
+    spec: ContainerSpec,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """exec --image: start one container per node (jobs/container.py, held as a run's are, so
+    a dead CLI's go with its SSH sessions), run the command in each, remove them."""
+    import secrets
+
+    from gpufleet.core.signals import shielded
+    from gpufleet.jobs import container
+    from gpufleet.remote import Group
+
+    say = progress or (lambda _m: None)
+    from gpufleet.core.providers import traits
+
+    if traits(info.cloud).containers == "host":  # the sandbox: this machine's runtime
+        from gpufleet.jobs import containerhost
+
+        containerhost.check_host(spec.runtime)
+    with Group(info, nodes or None) as g:
+        g.wait_ready(60, refused_fails=True)
+        boxes = container.start(info, g, spec, f"exec-{secrets.token_hex(4)}", say)  # type: ignore[arg-type]
+        try:
+            return g.run(boxes.every(cmd), stream=stream, check=False, timeout=timeout)
+        except BaseException:
+            with shielded():
+                g.cancel()
+                boxes.stop()
+            raise
+        finally:
+            left = boxes.close()
+            if left:
+                say(f"containers {boxes.name} still on {', '.join(sorted(left))}")
 
 
 def exit_code(results: dict[str, Any]) -> int:

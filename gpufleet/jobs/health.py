@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,11 +130,22 @@ def _upload(group: Group) -> None:
     group.put({f"{REMOTE_DIR}/{n}": (SCRIPTS / n).read_text() for n in (CHECK, PROBE)})
 
 
-def check_cluster(info: ClusterInfo, group: Group, timeout: float = 600) -> dict[str, NodeHealth]:
-    """Run the node check everywhere at once; node name -> its health."""
+# RunContainers.wrap: (node name, command) -> the line that runs it in that node's container
+Wrap = Callable[[str, str], str]
+
+
+def _on_nodes(group: Group, cmd: str, wrap: Wrap | None) -> str | dict[str, str]:
+    return cmd if wrap is None else {n.name: wrap(n.name, cmd) for n in group.nodes}
+
+
+def check_cluster(
+    info: ClusterInfo, group: Group, timeout: float = 600, wrap: Wrap | None = None
+) -> dict[str, NodeHealth]:
+    """Run the node check everywhere at once (in each node's run container with `wrap`: the
+    scripts are in the workdir, which the container has); node name -> its health."""
     _upload(group)
     cmd = check_command(info, expected_for(info))
-    results = group.run(cmd, check=False, timeout=timeout)
+    results = group.run(_on_nodes(group, cmd, wrap), check=False, timeout=timeout)
     return {
         name: parse_report(name, r.exit_code, r.stdout, r.error or _stderr_error(r))
         for name, r in results.items()
@@ -147,7 +159,12 @@ def _stderr_error(r: Any) -> str | None:
 
 
 def fabric_probe(
-    info: ClusterInfo, group: Group, sizes: str | None = None, iters: int = 5, stream: Any = None
+    info: ClusterInfo,
+    group: Group,
+    sizes: str | None = None,
+    iters: int = 5,
+    stream: Any = None,
+    wrap: Wrap | None = None,
 ) -> dict[str, Any]:
     """An all-reduce across the whole cluster through our launcher; rank 0's JSON report."""
     _upload(group)
@@ -162,7 +179,9 @@ def fabric_probe(
     )
     group.put(launch.run_files(info, opts))
     commands = {n.name: launch.node_command(info, i, opts) for i, n in enumerate(info.nodes)}
-    with launch.rendezvous(group, info, opts):
+    if wrap is not None:
+        commands = {n: wrap(n, c) for n, c in commands.items() if c is not None}
+    with launch.rendezvous(group, info, opts, wrap):
         results = group.run(commands, check=False, stream=stream, what="fabric probe")  # type: ignore[arg-type]
     for line in results[info.head.name].stdout.splitlines():
         if line.startswith(PROBE_MARK):
@@ -197,15 +216,15 @@ def check(
     return reports, probe
 
 
-def gate(info: ClusterInfo, group: Group) -> dict[str, NodeHealth]:
+def gate(info: ClusterInfo, group: Group, wrap: Wrap | None = None) -> dict[str, NodeHealth]:
     """Raise UnhealthyCluster naming the failing nodes; return the reports when all pass."""
-    reports = check_cluster(info, group)
+    reports = check_cluster(info, group, wrap=wrap)
     failed = [h for h in reports.values() if not h.ok]
     if failed:
         raise UnhealthyCluster(info.name, failed)
     return reports
 
 
-def gate_hook(info: ClusterInfo, group: Group) -> None:
-    """The `run --health-gate` hook."""
-    gate(info, group)
+def gate_hook(info: ClusterInfo, group: Group, wrap: Wrap | None = None) -> None:
+    """The `run --health-gate` hook (`wrap`: the run's containers, when it has an image)."""
+    gate(info, group, wrap)

@@ -27,6 +27,7 @@ STORE_START_S = 600.0
 # read: hosts named by their ssh-config aliases, and that config with node-to-node addresses.
 LAUNCH_HOSTFILE = "hosts"
 SSH_CONFIG = "ssh_config"
+HOP = "hop/ssh"  # written by jobs/container.py (hop_script) when the ranks run in containers
 DS_ENV = "deepspeed_env"
 
 
@@ -38,6 +39,9 @@ class LaunchOptions:
     master_port: int = 29500
     run_id: str = "run"
     env: dict[str, str] = field(default_factory=dict)
+    # the ranks run in the run's containers (jobs/container.py): mpirun's and pdsh's ssh is
+    # the run dir's HOP, which lands in the target node's container
+    container: bool = False
 
 
 def run_dir(opts: LaunchOptions) -> str:
@@ -120,6 +124,11 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
         # Open MPI starts its daemons with `ssh <alias> orted ...`: the run's ssh config gives
         # each alias its address, port, key and pinned host key.
         mpirun += ["--mca", "plm_rsh_args", f"-F {_on_node(d, SSH_CONFIG)}"]
+        if opts.container:
+            # from the head's container: the hop's ssh lands in each node's container; every
+            # daemon from the head (no tree spawn), where the hop and its ssh config are
+            mpirun += ["--mca", "plm_rsh_agent", _on_node(d, HOP)]
+            mpirun += ["--mca", "plm_rsh_no_tree_spawn", "1"]
         for k in sorted(env):
             mpirun += ["-x", k]
         # The wrapper gives each rank the torch contract from Open MPI's variables.
@@ -143,6 +152,9 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
             f'PDSH_SSH_ARGS_APPEND="-F {_on_node(d, SSH_CONFIG)}"; '
             f'DS_ENV_FILE="{_on_node(d, DS_ENV)}"; export PDSH_SSH_ARGS_APPEND DS_ENV_FILE'
         )
+        if opts.container:  # pdsh -R ssh runs the `ssh` on PATH: the hop, into each container
+            hop_dir = _on_node(d, HOP.rsplit("/", 1)[0])
+            ds += f'; PATH="{hop_dir}:$PATH"; export PATH'
         return f"{exports}; {ds}; exec {shlex.join(runner)}"
     raise ValueError(f"unknown launcher {opts.launcher!r}")
 
@@ -205,14 +217,18 @@ def rendezvous_command(info: ClusterInfo, opts: LaunchOptions) -> str:
 
 
 @contextmanager
-def rendezvous(group: Any, info: ClusterInfo, opts: LaunchOptions) -> Iterator[None]:
-    """torchrun: host the job's rendezvous store on the head while the block runs."""
+def rendezvous(
+    group: Any, info: ClusterInfo, opts: LaunchOptions, wrap: Any = None
+) -> Iterator[None]:
+    """torchrun: host the job's rendezvous store on the head while the block runs (in the
+    head's container when `wrap`, RunContainers.wrap, is given)."""
     if opts.launcher != "torchrun":
         yield
         return
-    chan = group.hold(
-        info.head.name, rendezvous_command(info, opts), STORE_READY, timeout=STORE_START_S
-    )
+    cmd = rendezvous_command(info, opts)
+    if wrap is not None:
+        cmd = wrap(info.head.name, cmd)
+    chan = group.hold(info.head.name, cmd, STORE_READY, timeout=STORE_START_S)
     try:
         yield
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
 import os
 import shlex
 import threading
@@ -10,11 +12,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpufleet.clusters import cost, lifecycle
 from gpufleet.clusters.cost import Estimate
 from gpufleet.components.clusterinfo import ClusterInfo
-from gpufleet.components.clusterspec import ClusterSpec
+from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
@@ -31,6 +34,7 @@ from gpufleet.jobs import launch, runs, sync
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.provision import LEASE, Progress, traits
 from gpufleet.remote import Group
+from gpufleet.remote.commands import tar_files
 from gpufleet.remote.group import Stream
 from gpufleet.remote.lease import LEASE_DIR_DEFAULT
 
@@ -66,6 +70,12 @@ RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
 BOOT_LEASE_MINUTES = 45
 
 
+# run_job's record of the image and its digests (runs.Recorder.image), for _job to call
+_ON_IMAGE: contextvars.ContextVar[Callable[[str, dict[str, str]], None] | None] = (
+    contextvars.ContextVar("gpufleet_on_image", default=None)
+)
+
+
 @dataclass
 class JobRequest:
     launch: LaunchOptions
@@ -75,13 +85,17 @@ class JobRequest:
     setup: str | None = None
     keep: bool = False  # keep a cluster this run created
     ssh_timeout: float | None = 600.0  # None: as long as the provider says (as `up` waits)
-    health_gate: Callable[[ClusterInfo, Group], None] | None = None
+    # called (info, group), and with wrap=RunContainers.wrap too when the run has an image
+    health_gate: Callable[..., None] | None = None
     fail_fast: bool = True  # the first failing node stops the job everywhere
     include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
     exclude: list[str] = field(default_factory=list)  # never sync these
     provision_options: dict[str, object] = field(default_factory=dict)  # e.g. ssh inventory
     max_cost: float | None = None  # USD: refuse to start over it (cost.check_budget)
     timeout_s: float | None = None  # stop the whole run after this long (core/deadline.py)
+    # every rank, --setup and the health gate in this image (jobs/container.py); None: the
+    # cluster's recorded spec.container, if it has one
+    container: ContainerSpec | None = None
 
     def __post_init__(self) -> None:
         if (self.spec is None) == (self.cluster is None):
@@ -181,10 +195,13 @@ def _launching(info: ClusterInfo, opts: LaunchOptions, commands: dict[str, str])
     return f"{line} (run {opts.run_id})"
 
 
-def _mpi_stream(info: ClusterInfo, opts: LaunchOptions, group: Group, stream: Stream) -> Stream:
+def _mpi_stream(
+    info: ClusterInfo, opts: LaunchOptions, group: Group, stream: Stream, wrap: Any = None
+) -> Stream:
     """mpirun on the head: each rank's line shown under its own node, with the tag removed."""
     head = info.head.name
-    probe = group.subset([head]).run(launch.mpi_version_command(info, opts), check=False)[head]
+    cmd = launch.mpi_version_command(info, opts)
+    probe = group.subset([head]).run(wrap(head, cmd) if wrap else cmd, check=False)[head]
     found = launch.mpi_version(probe.stdout + probe.stderr)
     if probe.exit_code == 127 or (probe.exit_code is not None and found is None):
         raise MissingTool(
@@ -217,6 +234,7 @@ def run_job(
     the job run (run_on_cluster) under --timeout, with its record and merged log kept under
     $GPUFLEET_HOME/runs/<id>/. 0, or the error that ended it; on_end gets the ended record."""
     existing = state.load(req.cluster or "") if req.spec is None else None
+    check_containers(req, existing)
     est = _budget(req, existing)
     if existing is None:
         assert req.spec is not None
@@ -248,7 +266,11 @@ def run_job(
     try:
         if req.timeout_s:
             deadline.arm(req.timeout_s)
-        code = job_code = run_on_cluster(req, say, tee)
+        token = _ON_IMAGE.set(recorder.image)
+        try:
+            code = job_code = run_on_cluster(req, say, tee)
+        finally:
+            _ON_IMAGE.reset(token)
         status = "succeeded" if code == 0 else "failed"
         return code
     except deadline.TimedOut as e:
@@ -339,12 +361,48 @@ def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
         raise_pending()  # a signal during teardown still ends the CLI with its code
 
 
+def check_containers(req: JobRequest, existing: ClusterInfo | None) -> None:
+    """Before anything is created: a run with an image needs a provider whose nodes run
+    containers, and on the sandbox (containers="host") a runtime on this machine that works."""
+    cloud = existing.cloud if existing is not None else req.spec.cloud  # type: ignore[union-attr]
+    spec = req.container
+    if spec is None:
+        recorded = req.spec if existing is None else state.load_spec(existing.name)
+        spec = recorded.container if recorded is not None else None
+    if spec is None:
+        return
+    where = traits(cloud).containers
+    if where == "host":
+        from gpufleet.jobs import containerhost
+
+        containerhost.check_host(spec.runtime)
+    elif not where:
+        raise SpecError(
+            "container", f"the {cloud} provider runs no containers", "run without --image"
+        )
+
+
+def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
+    """The run's image: the request's, else the cluster's recorded spec.container."""
+    if req.container is not None:
+        return req.container
+    spec = req.spec if req.spec is not None else state.load_spec(info.name)
+    return spec.container if spec is not None else None
+
+
 def _job(
-    info: ClusterInfo, req: JobRequest, progress: Progress, stream: Stream, created: bool
+    info: ClusterInfo,
+    req: JobRequest,
+    progress: Progress,
+    stream: Stream,
+    created: bool,
 ) -> int:
     """Wait for SSH, renew the lease of a cluster it created, sync, set up, gate, launch."""
+    from gpufleet.jobs import container
+
     group: Group | None = None
     lease: _LeaseKeeper | None = None
+    boxes: container.RunContainers | None = None
     try:
         group = Group(info)
         started = time.monotonic()
@@ -362,25 +420,53 @@ def _job(
             exclude=req.exclude,
             progress=progress,
         )
+        opts, wrap = req.launch, None
+        cspec = container_spec(req, info)
+        if cspec is not None:
+            hop = opts.launcher in ("mpirun", "deepspeed")
+            boxes = container.start(info, group, cspec, opts.run_id, progress, ssh_keys=hop)
+            on_image = _ON_IMAGE.get()
+            if on_image is not None:
+                on_image(cspec.image, dict(boxes.report.digests))
+            # the ranks' interpreter is the image's (jobs/container.py python_command)
+            info = info.model_copy(update={"python": boxes.python})
+            opts = dataclasses.replace(opts, container=True)
+            wrap = boxes.wrap
         if req.setup:
             progress(f"setup: {req.setup}")
-            group.run(setup_command(info, req.setup), stream=stream, what="setup", liveness=True)
+            setup: str | dict[str, str] = setup_command(info, req.setup)
+            if boxes is not None:
+                setup = boxes.every(setup_command(info, req.setup))
+            group.run(setup, stream=stream, what="setup", liveness=True)
         if req.health_gate:
-            req.health_gate(info, group)
-        group.put(launch.run_files(info, req.launch))
+            if wrap is not None:
+                req.health_gate(info, group, wrap=wrap)
+            else:
+                req.health_gate(info, group)
+        group.put(launch.run_files(info, opts))
+        if boxes is not None and opts.launcher in ("mpirun", "deepspeed"):
+            # an executable `ssh`: Open MPI's plm_rsh_agent, and first on pdsh's PATH
+            script = container.hop_script(info, boxes.facts, opts.run_id)
+            hop_tar = tar_files({f"{launch.run_dir(opts)}/{launch.HOP}": script}, mode=0o755)
+            group.run("tar -xf -", stdin=hop_tar, what="upload")
         commands = {
             n.name: cmd
             for i, n in enumerate(info.nodes)
-            if (cmd := launch.node_command(info, i, req.launch)) is not None
+            if (cmd := launch.node_command(info, i, opts)) is not None
         }
         job_stream = stream
-        if req.launch.launcher == "mpirun":
-            job_stream = _mpi_stream(info, req.launch, group, stream)
-        progress(_launching(info, req.launch, commands))
-        with launch.rendezvous(group, info, req.launch):
+        if opts.launcher == "mpirun":
+            job_stream = _mpi_stream(info, opts, group, stream, wrap)
+        progress(_launching(info, opts, commands))
+        if boxes is not None:
+            commands = boxes.wrap_all(commands)
+        with launch.rendezvous(group, info, opts, wrap):
             results = group.run(
                 commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
             )
+        if boxes is not None and not all(r.ok for r in results.values()):
+            # fail-fast killed the exec clients on the hosts, not what they started inside
+            boxes.stop()
         if all(r.ok for r in results.values()):
             progress("job finished on every node")
             return 0
@@ -402,6 +488,8 @@ def _job(
             with shielded():
                 progress("interrupted: stopping the job on every node")
                 group.cancel()
+                if boxes is not None:
+                    boxes.stop()
         raise
     finally:
         # A cluster made for this run is torn down next (lifecycle.for_run): the shield stays
@@ -409,6 +497,13 @@ def _job(
         shield = shielded()
         shield.__enter__()
         try:
+            if boxes is not None:
+                left = boxes.close()
+                if left:
+                    progress(
+                        f"containers of run {boxes.run_id} still on "
+                        + "; ".join(f"{n} ({ids})" for n, ids in sorted(left.items()))
+                    )
             if lease is not None:
                 lease.stop()
             if created and req.keep and group is not None and LEASE in group.may_write:

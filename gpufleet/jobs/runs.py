@@ -6,7 +6,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from gpufleet.components.exitcodes import ExitCode
@@ -36,6 +36,9 @@ class RunRecord:
     # the job's own code (the first failing rank's), when the job ran: gpufleet exits 1 for any
     # job failure, so that a job's code is never read as one of gpufleet's (ExitCode)
     job_exit_code: int | None = None
+    # `run --image`: the image, and the digest each node ran (records before it have neither)
+    image: str | None = None
+    image_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float | None:
@@ -80,7 +83,8 @@ def load(run_id: str) -> RunRecord:
     data = json.loads((run_dir(matches[0]) / RECORD).read_text())
     data.pop("cost_usd", None)
     data.setdefault("pid_started", None)  # recorded before start times were
-    rec = RunRecord(**data)
+    known = {f.name for f in fields(RunRecord)}
+    rec = RunRecord(**{k: v for k, v in data.items() if k in known})
     if rec.status == "running" and not state.process_alive(rec.pid, rec.pid_started):
         rec.status = "lost"  # the CLI that ran it died without recording an end
     return rec
@@ -119,6 +123,11 @@ class Recorder:
         with self._lock:
             if not self._log.closed:
                 self._log.write(f"gpufleet: {message}\n")
+
+    def image(self, image: str, digests: dict[str, str]) -> None:
+        """The run's container image and each node's digest of it, saved at once."""
+        self.rec.image, self.rec.image_digests = image, dict(digests)
+        _save(self.rec)
 
     def finish(self, exit_code: int, status: str, job_exit_code: int | None = None) -> None:
         self.rec.ended_at = time.time()
