@@ -20,13 +20,12 @@ def run_exec(
     container: ContainerSpec | None = None,
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
-    from gpufleet.cli.common import node_printer, print_json
+    from gpufleet.cli.common import node_printer, print_json, progress
     from gpufleet.cli.documents import envelope  # stdlib only: the fast path stays fast
     from gpufleet.jobs.exec import exit_code, run_on_nodes
 
     stream = None if as_json else node_printer()
-    kw = {"container": container} if container is not None else {}
-    results = run_on_nodes(info, command, nodes, timeout, stream, tree, **kw)
+    results = run_on_nodes(info, command, nodes, timeout, stream, tree, container, progress)
     if as_json:
         print_json(envelope("exec", cluster=info.name, nodes=rows(info, results)))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -216,8 +216,6 @@ def run(
         from gpufleet.jobs.health import gate_hook
 
         gate = gate_hook
-    # JobRequest.container (None: the cluster's recorded one) is given only when asked for
-    with_container: dict[str, Any] = {"container": container} if container else {}
     req = JobRequest(
         launch=opts,
         workdir=workdir.resolve(),
@@ -232,7 +230,7 @@ def run(
         provision_options=byo_options,
         max_cost=max_cost,
         timeout_s=timeout_s,
-        **with_container,
+        container=container,  # None: the cluster's recorded container, if any
     )
     on_end = None
     if as_json:

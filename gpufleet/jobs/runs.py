@@ -38,7 +38,7 @@ class RunRecord:
     job_exit_code: int | None = None
     # `run --image`: the image, and the digest each node ran (records before it have neither)
     image: str | None = None
-    image_digests: dict[str, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float | None:
@@ -126,7 +126,7 @@ class Recorder:
 
     def image(self, image: str, digests: dict[str, str]) -> None:
         """The run's container image and each node's digest of it, saved at once."""
-        self.rec.image, self.rec.image_digests = image, dict(digests)
+        self.rec.image, self.rec.digests = image, dict(digests)
         _save(self.rec)
 
     def finish(self, exit_code: int, status: str, job_exit_code: int | None = None) -> None:

@@ -129,7 +129,7 @@ def test_torchrun_ddp_runs_every_rank_and_the_store_in_the_containers(
     ]
     assert len(store) == 1  # the rendezvous store ran in the head's container
     rec = runs.load("r-ddp")
-    assert rec.image == IMAGE and rec.image_digests == {"node-0": DIGEST, "node-1": DIGEST}
+    assert rec.image == IMAGE and rec.digests == {"node-0": DIGEST, "node-1": DIGEST}
     _assert_removed(fake_podman)
 
 

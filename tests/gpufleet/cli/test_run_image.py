@@ -112,7 +112,7 @@ def test_image_runtime_and_mounts_reach_the_request_and_the_created_spec(capsys,
 def test_without_image_the_request_has_no_container(capsys, job, host):
     code, _, err = cli(capsys, *run_args())
     assert code == 0, err
-    assert "container" not in job["request"] and job["request"]["spec"].container is None
+    assert job["request"]["container"] is None and job["request"]["spec"].container is None
     assert host.calls == []
 
 
@@ -309,8 +309,10 @@ def test_exec_image_reaches_run_on_nodes(capsys, monkeypatch, host):
 
     seen = {}
 
-    def run_on_nodes(info, command, nodes, timeout, stream, tree=False, **kw):
-        seen.update(kw, command=command)
+    def run_on_nodes(
+        info, command, nodes, timeout, stream, tree=False, container=None, progress=None
+    ):
+        seen.update(container=container, command=command)
         return {}
 
     monkeypatch.setattr("gpufleet.jobs.exec.run_on_nodes", run_on_nodes)
@@ -324,7 +326,7 @@ def test_exec_image_reaches_run_on_nodes(capsys, monkeypatch, host):
     assert seen["command"] == ["nvidia-smi", "-L"] and host.calls == []
     seen.clear()
     assert cli(capsys, "exec", "t", "--", "true")[0] == 0
-    assert "container" not in seen  # the fast path: no container asked for
+    assert seen["container"] is None  # the fast path: no container asked for
 
 
 def test_exec_image_on_the_sandbox_is_checked_first(capsys, monkeypatch, host):

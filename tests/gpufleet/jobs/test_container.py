@@ -20,7 +20,7 @@ from gpufleet.jobs import container, launch, runs
 from gpufleet.jobs.launch import LaunchOptions
 from tests.gpufleet import fakes
 
-PODMAN = NodeFacts(runtime="podman", gpus=8, mem_bytes=64 << 30)
+PODMAN = NodeFacts(runtime="podman", cdi=True, gpus=8, mem_bytes=64 << 30)
 SUDO_DOCKER = NodeFacts(runtime="docker", sudo=True, cdi=True, gpus=8, mem_bytes=64 << 30)
 
 
@@ -242,16 +242,16 @@ def test_run_record_keeps_the_image_and_old_records_still_load(gpufleet_home):
                          command=["true"], started_at=1.0)  # fmt: skip
     d = runs.run_dir("old")
     d.mkdir(parents=True)
-    old = {k: v for k, v in rec.as_dict().items() if k not in ("image", "image_digests")}
+    old = {k: v for k, v in rec.as_dict().items() if k not in ("image", "digests")}
     (d / runs.RECORD).write_text(json.dumps(old))
     loaded = runs.load("old")
-    assert loaded.image is None and loaded.image_digests == {}
+    assert loaded.image is None and loaded.digests == {}
     fields = {k: v for k, v in old.items() if k != "cost_usd"}
     r = runs.Recorder(runs.RunRecord(**{**fields, "id": "new"}))
     r.image("img:1", {"node-0": "sha256:d"})
     r.finish(0, "succeeded")
     back = runs.load("new")
-    assert back.image == "img:1" and back.image_digests == {"node-0": "sha256:d"}
+    assert back.image == "img:1" and back.digests == {"node-0": "sha256:d"}
 
 
 def test_the_run_image_is_the_request_s_else_the_cluster_s_recorded_one(monkeypatch):
