@@ -48,9 +48,20 @@ PACKAGES: tuple[str, ...] = (
     "procps",
     # cloud-init's locale module sets en_US.UTF-8: generated here, not at every first boot.
     "locales",
+    # Rank containers (issue 21), run as root. debootstrap installs no Recommends and does not
+    # resolve alternatives or virtual packages, so each is named: crun (podman's `crun | runc`),
+    # the CNI plugins (containers-common's `container-network-stack`), catatonit (`--init`).
+    # Native overlayfs on ext4: no fuse-overlayfs; root only: no uidmap.
+    "podman",
+    "crun",
+    "conmon",
+    "catatonit",
+    "containernetworking-plugins",
+    "golang-github-containers-common",
+    "golang-github-containers-image",
 )
 # Bump when the rootfs customisation below changes: it is part of the cache key.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 # The guest's path of the host's Python packages (torch), shared read-only over virtio-9p.
 GUEST_PYTHON_DIR = "/opt/gpufleet/python"
 PYTHON_SHARE_TAG = "gfpython"
