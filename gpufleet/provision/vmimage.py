@@ -61,7 +61,7 @@ PACKAGES: tuple[str, ...] = (
     "golang-github-containers-image",
 )
 # Bump when the rootfs customisation below changes: it is part of the cache key.
-RECIPE_VERSION = "3"
+RECIPE_VERSION = "4"
 # The guest's path of the host's Python packages (torch), shared read-only over virtio-9p.
 GUEST_PYTHON_DIR = "/opt/gpufleet/python"
 PYTHON_SHARE_TAG = "gfpython"
@@ -128,6 +128,14 @@ def fstab() -> str:
     )
 
 
+# podman's default cgroup manager (systemd) talks to systemd over D-Bus, which a minbase rootfs
+# lacks ("crun: cannot open sd-bus"); cgroupfs needs none. Events to a file, not the journal.
+CONTAINERS_CONF = """\
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
 CLOUD_CFG = """\
 # gpufleet --cloud vm: the seed ISO (label cidata) is the only datasource.
 datasource_list: [NoCloud, None]
@@ -138,6 +146,7 @@ def customise(root: Path) -> None:
     """What the rootfs needs beyond debootstrap to boot as a VM node."""
     (root / "etc/fstab").write_text(fstab())
     (root / "etc/cloud/cloud.cfg.d/90-gpufleet.cfg").write_text(CLOUD_CFG)
+    (root / "etc/containers/containers.conf").write_text(CONTAINERS_CONF)
     interfaces = root / "etc/network/interfaces"
     interfaces.parent.mkdir(parents=True, exist_ok=True)
     interfaces.write_text("auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n")
