@@ -2,7 +2,8 @@
 
 These boot real virtual machines (KVM when it works, else TCG: minutes per boot), so they share
 one image cache per session and boot as few VMs as the checks allow, all at once: one VM for
-the bootstrap checks, one 2-node cluster for the TTL, one 2-node `run`.
+the bootstrap checks, one 2-node cluster for the TTL, one 2-node cluster (`up`) for the
+plain `run` and the same run inside containers (`run --image oci-archive:...`).
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ def two_runs_then_down(archive: Future[Archive]) -> Callable[[Boot], None]:
             )
             ps = "sudo -n podman ps -a --format '{{.Names}}' | wc -l"
             notes["containers_left"] = gpufleet(home, "exec", boot.name, "--", ps, timeout=600)
+        except Exception as e:  # the container test reports it; the plain run's result stays
+            notes["container_error"] = e
         finally:
             notes["down"] = gpufleet(home, "down", boot.name, timeout=600)
             notes["qemu_left"] = qemu_pids(home / "clusters")
@@ -541,6 +544,8 @@ def test_two_vm_run_inside_containers_of_an_offline_oci_archive(run_cluster):
     torchrun over the private segment. Borrowed: torch and numpy, bind-mounted read-only from
     the VMs' share of this host's environment (the archive has no torch).
     """
+    if "container_error" in run_cluster.notes:
+        raise run_cluster.notes["container_error"]
     r, seconds = run_cluster.notes["container"]
     arch: Archive = run_cluster.notes["archive"]
     print(f"2-node container run wall time: {seconds:.0f}s; archive {arch.path.stat().st_size} "
