@@ -48,9 +48,20 @@ PACKAGES: tuple[str, ...] = (
     "procps",
     # cloud-init's locale module sets en_US.UTF-8: generated here, not at every first boot.
     "locales",
+    # Rank containers (issue 21), run as root. debootstrap installs no Recommends and does not
+    # resolve alternatives or virtual packages, so each is named: crun (podman's `crun | runc`),
+    # the CNI plugins (containers-common's `container-network-stack`), catatonit (`--init`).
+    # Native overlayfs on ext4: no fuse-overlayfs; root only: no uidmap.
+    "podman",
+    "crun",
+    "conmon",
+    "catatonit",
+    "containernetworking-plugins",
+    "golang-github-containers-common",
+    "golang-github-containers-image",
 )
 # Bump when the rootfs customisation below changes: it is part of the cache key.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "4"
 # The guest's path of the host's Python packages (torch), shared read-only over virtio-9p.
 GUEST_PYTHON_DIR = "/opt/gpufleet/python"
 PYTHON_SHARE_TAG = "gfpython"
@@ -117,6 +128,14 @@ def fstab() -> str:
     )
 
 
+# podman's default cgroup manager (systemd) talks to systemd over D-Bus, which a minbase rootfs
+# lacks ("crun: cannot open sd-bus"); cgroupfs needs none. Events to a file, not the journal.
+CONTAINERS_CONF = """\
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
 CLOUD_CFG = """\
 # gpufleet --cloud vm: the seed ISO (label cidata) is the only datasource.
 datasource_list: [NoCloud, None]
@@ -127,6 +146,7 @@ def customise(root: Path) -> None:
     """What the rootfs needs beyond debootstrap to boot as a VM node."""
     (root / "etc/fstab").write_text(fstab())
     (root / "etc/cloud/cloud.cfg.d/90-gpufleet.cfg").write_text(CLOUD_CFG)
+    (root / "etc/containers/containers.conf").write_text(CONTAINERS_CONF)
     interfaces = root / "etc/network/interfaces"
     interfaces.parent.mkdir(parents=True, exist_ok=True)
     interfaces.write_text("auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n")

@@ -2,7 +2,8 @@
 
 These boot real virtual machines (KVM when it works, else TCG: minutes per boot), so they share
 one image cache per session and boot as few VMs as the checks allow, all at once: one VM for
-the bootstrap checks, one 2-node cluster for the TTL, one 2-node `run`.
+the bootstrap checks, one 2-node cluster for the TTL, one 2-node cluster (`up`) for the
+plain `run` and the same run inside containers (`run --image oci-archive:...`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.provision.vmimage import MIRROR
 from tests.integration.conftest import ROOT, cli_env, gpufleet
+from tests.integration.ociarchive import Archive, ensure_archive
 from tests.integration.vmfixtures import (
     console_tail,
     image_cache,
@@ -56,11 +60,31 @@ def create_cmd(spec: dict, node_env: dict | None = None) -> list[str]:
     return [sys.executable, "-c", CREATE, json.dumps(spec), json.dumps(node_env or {})]
 
 
-def run_cmd() -> list[str]:
+RUN_JOB = ("--workdir", str(ROOT / "examples"), "--", "train_ddp.py", "--steps", "20",
+           "--log-every", "5")  # fmt: skip
+# Printed by --setup inside each node's container: the limits a rank gets there.
+LIMITS = (
+    "echo limits: container=$(test -f /run/.containerenv && echo yes || echo no) "
+    "memlock=$(ulimit -l) shm_bytes=$(df -B1 --output=size /dev/shm | tail -n 1) "
+    "python=$(python3 -c 'import sys; print(sys.executable, sys.version_info[:2])' | tr -d ' ')"
+)
+
+
+def up_cmd(name: str, nodes: int) -> list[str]:
     return [
-        *(sys.executable, "-m", "gpufleet", "run", "--cloud", "vm", "--nodes", "2"),
-        *("--name", "vmrun", "--ttl", "2h", "--workdir", str(ROOT / "examples")),
-        *("--", "train_ddp.py", "--steps", "20", "--log-every", "5"),
+        *(sys.executable, "-m", "gpufleet", "up", "--cloud", "vm", "--nodes", str(nodes)),
+        *("--name", name, "--ttl", "2h"),
+    ]
+
+
+def container_run_argv(name: str, archive: Path) -> list[str]:
+    """The 2-VM job inside podman containers of the test archive; torch comes from the VMs'
+    read-only share (the archive has python3 3.11 only)."""
+    share = "/opt/gpufleet/python"
+    return [
+        *("run", "--cluster", name, "--json", "--image", f"oci-archive:{archive}"),
+        *("--mount", f"{share}:{share}:ro", "-e", f"PYTHONPATH={share}", "--setup", LIMITS),
+        *RUN_JOB,
     ]
 
 
@@ -176,9 +200,44 @@ class Boot:
         assert not left, f"QEMU processes of {cdir} left running"
 
 
+def timed(home: Path, *args: str, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    """A gpufleet command against `home` (stdout and stderr apart) and its wall time."""
+    started = time.monotonic()
+    r = gpufleet(home, *args, timeout=timeout)
+    return r, time.monotonic() - started
+
+
+def two_runs_then_down(archive: Future[Archive]) -> Callable[[Boot], None]:
+    """On the `up` cluster: the plain DDP run, the same job inside containers of the test
+    archive, what containers are left on the nodes, then `down` and what is left of the VMs.
+    One 2-VM boot serves both runs; `down` runs whatever failed before it."""
+
+    def then(boot: Boot) -> None:
+        home, notes = boot.home, boot.notes
+        try:
+            notes["plain"] = timed(home, "run", "--cluster", boot.name, *RUN_JOB, timeout=1800)
+            notes["archive"] = arch = archive.result()
+            notes["container"] = timed(
+                home, *container_run_argv(boot.name, arch.path), timeout=2400
+            )
+            ps = "sudo -n podman ps -a --format '{{.Names}}' | wc -l"
+            notes["containers_left"] = gpufleet(home, "exec", boot.name, "--", ps, timeout=600)
+        except Exception as e:  # the container test reports it; the plain run's result stays
+            notes["container_error"] = e
+        finally:
+            notes["down"] = gpufleet(home, "down", boot.name, timeout=600)
+            notes["qemu_left"] = qemu_pids(home / "clusters")
+            notes["list"] = gpufleet(home, "list", "--json").stdout
+
+    return then
+
+
 @pytest.fixture(scope="module")
 def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
-    """Start every VM of this module at once; each test waits for the one it needs."""
+    """Start every VM of this module at once; each test waits for the one it needs.
+
+    Three clusters, five VMs: `vm1` (bootstrap checks), `vmttl` (expiry), and `vmrun`, which
+    serves the plain 2-VM DDP run and the same run inside containers before its `down`."""
     made: dict[str, Boot] = {}
 
     def start(key: str, name: str, argv: list[str], then=None) -> None:
@@ -195,7 +254,13 @@ def boots(tmp_path_factory) -> Iterator[dict[str, Boot]]:
 
         ensure_image(print)
         python_share(print)
-        start("run", "vmrun", run_cmd())
+        # Built (or found) while the VMs boot: debootstrap, then packing (~40 s cold).
+        cache = Path(os.environ["GPUFLEET_IMAGE_CACHE"])
+        pool = ThreadPoolExecutor(1)
+        mirror = os.environ.get("GPUFLEET_DEBIAN_MIRROR", MIRROR)
+        archive = pool.submit(ensure_archive, cache, cache / "debs", mirror)
+        pool.shutdown(wait=False)
+        start("run", "vmrun", up_cmd("vmrun", 2), then=two_runs_then_down(archive))
         start("one", "vm1", create_cmd({"name": "vm1", "cloud": "vm", "nodes": 1,
                                         "ttl_minutes": 120}))  # fmt: skip
         start("ttl", "vmttl", create_cmd({"name": "vmttl", "cloud": "vm", "nodes": 2,
@@ -442,17 +507,77 @@ def test_ttl_fires_even_when_a_recipe_step_fails_before_the_ttl_step(ttl_cluster
     )
 
 
-def test_two_vm_run_trains_over_the_private_segment_and_removes_the_vms(boots):
+@pytest.fixture(scope="module")
+def run_cluster(boots) -> Boot:
+    """The 2-VM cluster after `up`, both runs, and `down` (two_runs_then_down)."""
     boot = boots["run"]
-    r = boot.finish(2 * BOOT_S)
-    print(f"2-node run wall time: {boot.seconds:.0f}s")
-    print(r.stdout[-4000:])
+    r = boot.finish(2 * BOOT_S + 2 * 2400)
+    print(f"2-node up wall time: {boot.seconds:.0f}s")
     assert r.returncode == 0, r.stdout[-4000:]
+    down = boot.notes["down"]
+    assert down.returncode == 0, down.stdout + down.stderr
+    return boot
+
+
+def nothing_left(boot: Boot) -> None:
+    assert not boot.notes["qemu_left"], "QEMU processes left after `down`"
+    assert json.loads(boot.notes["list"])["clusters"] == []
+
+
+def test_two_vm_run_trains_over_the_private_segment_and_removes_the_vms(run_cluster):
+    r, seconds = run_cluster.notes["plain"]
+    print(f"2-node run wall time (on the up cluster): {seconds:.0f}s")
+    print(r.stdout[-4000:])
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     done = [ln for ln in r.stdout.splitlines() if ln.startswith("[node-0] done ")]
     assert done and "world_size=2" in done[0]
     assert "[node-1] rank 1: parameters match rank 0" in r.stdout
-    assert not qemu_pids(boot.home / "clusters")
-    assert json.loads(gpufleet(boot.home, "list", "--json").stdout)["clusters"] == []
+    nothing_left(run_cluster)
+
+
+def test_two_vm_run_inside_containers_of_an_offline_oci_archive(run_cluster):
+    """`run --image oci-archive:...` on 2 VMs: the archive is copied to both nodes and loaded
+    by podman (Debian's, in the VM image), and every rank and the --setup run inside it.
+
+    Real: QEMU guests, podman/crun/conmon, `podman load` validating the archive our helper
+    packed (tests/integration/ociarchive.py: a debootstrap minbase rootfs with python3 3.11),
+    torchrun over the private segment. Borrowed: torch and numpy, bind-mounted read-only from
+    the VMs' share of this host's environment (the archive has no torch).
+    """
+    if "container_error" in run_cluster.notes:
+        raise run_cluster.notes["container_error"]
+    r, seconds = run_cluster.notes["container"]
+    arch: Archive = run_cluster.notes["archive"]
+    print(f"2-node container run wall time: {seconds:.0f}s; archive {arch.path.stat().st_size} "
+          f"bytes, image id {arch.image_id}")  # fmt: skip
+    print(r.stderr[-6000:])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
+    done = [ln for ln in r.stderr.splitlines() if ln.startswith("[node-0] done ")]
+    assert done and "world_size=2" in done[0]
+    assert "[node-1] rank 1: parameters match rank 0" in r.stderr
+    limits = {}
+    for ln in r.stderr.splitlines():
+        if "limits: " in ln and ln.startswith("[node-"):
+            node = ln[1 : ln.index("]")]
+            limits[node] = dict(w.split("=", 1) for w in ln.split("limits: ", 1)[1].split())
+    print(json.dumps(limits))
+    assert set(limits) == {"node-0", "node-1"}, r.stderr[-4000:]
+    for node, got in limits.items():
+        assert got["container"] == "yes", node  # podman's /run/.containerenv
+        assert got["memlock"] == "unlimited", (node, got)
+        assert int(got["shm_bytes"]) > 64 * 2**20, (node, got)
+        assert got["python"].startswith("/usr/bin/python3(3,11)"), (node, got)
+    doc = json.loads(r.stdout)
+    assert doc["image"] == f"oci-archive:{arch.path}"
+    digests = doc.get("digests") or doc.get("image_digests")
+    print(f"digests: {digests}")
+    assert digests == {"node-0": arch.image_id, "node-1": arch.image_id}, doc
+    record = json.loads((run_cluster.home / "runs" / doc["id"] / "run.json").read_text())
+    assert (record.get("digests") or record.get("image_digests")) == digests
+    left = run_cluster.notes["containers_left"]
+    assert left.returncode == 0, left.stdout + left.stderr
+    assert "[node-0] 0" in left.stdout and "[node-1] 0" in left.stdout, left.stdout
+    nothing_left(run_cluster)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
