@@ -569,11 +569,11 @@ def test_two_vm_run_inside_containers_of_an_offline_oci_archive(run_cluster):
         assert got["python"].startswith("/usr/bin/python3(3,11)"), (node, got)
     doc = json.loads(r.stdout)
     assert doc["image"] == f"oci-archive:{arch.path}"
-    digests = doc.get("digests") or doc.get("image_digests")
+    digests = doc.get("digests")
     print(f"digests: {digests}")
     assert digests == {"node-0": arch.image_id, "node-1": arch.image_id}, doc
     record = json.loads((run_cluster.home / "runs" / doc["id"] / "run.json").read_text())
-    assert (record.get("digests") or record.get("image_digests")) == digests
+    assert record.get("digests") == digests
     left = run_cluster.notes["containers_left"]
     assert left.returncode == 0, left.stdout + left.stderr
     assert "[node-0] 0" in left.stdout and "[node-1] 0" in left.stdout, left.stdout
