@@ -195,6 +195,18 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _old_container_image(cls, data: Any) -> Any:
+        # Specs recorded before `container` (spec.json of existing clusters) hold
+        # `container_image`, never used then: null is dropped, an image becomes `container`.
+        if isinstance(data, dict) and "container_image" in data:
+            data = dict(data)
+            old = data.pop("container_image")
+            if old is not None and data.get("container") is None:
+                data["container"] = {"image": old}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _first_zone(cls, data: Any) -> Any:
         # Every component reads `zone`: the first of `zones` is the one an apply uses.
         # Only a real list: anything else is left for the field's own validation to refuse.

@@ -118,8 +118,10 @@ def _ofi_provider(text: str) -> str:
     libfabric's tcp provider and NCCL still says "Using network Libfabric"; the plugin's own
     line tells (aws/aws-ofi-nccl#803, in a docker container, aws-ofi-nccl 1.12.1):
       NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics)
+    From aws-ofi-nccl 1.15.0 (commit 06e8db33, "Print fabric name with provider name") the line
+    is "Selected provider is %s, fabric is %s (found %d nics)" (src/nccl_ofi_net.cpp).
     """
-    found = re.findall(r"NET/OFI Selected Provider is (\S+)", text)
+    found = re.findall(r"NET/OFI Selected [Pp]rovider is ([^\s,]+)", text)
     other = sorted({p for p in found if not p.startswith("efa")})
     return "libfabric-" + other[0] if other else "efa"
 

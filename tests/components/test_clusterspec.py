@@ -145,3 +145,13 @@ def test_with_validates_the_changed_spec_again_cloud_rules_included():
         spec.with_(nodes=0)
     with pytest.raises(SpecError, match="too wide"):  # components/aws/rules.py
         spec.with_(ssh_cidrs=["0.0.0.0/0"])
+
+
+def test_a_spec_recorded_before_container_still_loads():
+    """spec.json of a cluster made before issue 21 holds `"container_image": null` (the field was
+    never used); `run --cluster` loads it for every run, so it must still validate."""
+    old = {"name": "t", "cloud": "local", "nodes": 2, "container_image": None}
+    assert ClusterSpec.model_validate(old).container is None
+    moved = ClusterSpec.model_validate({**old, "container_image": "ubuntu:22.04"})
+    assert moved.container is not None
+    assert moved.container.image == "docker.io/library/ubuntu:22.04"

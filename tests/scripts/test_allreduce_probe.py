@@ -230,6 +230,25 @@ CONTAINER_NO_UVERBS_LOG = (
 )
 
 
+# aws-ofi-nccl 1.15.0 and later (commit 06e8db33, src/nccl_ofi_net.cpp, read 2026-11-25 in the
+# aws/aws-ofi-nccl source): "Selected provider is %s, fabric is %s (found %d nics)".
+CONTAINER_OFI_TCP_LOG_115 = """\
+6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.15.0
+6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Selected provider is tcp, fabric is 172.17.0.0/16 \
+(found 1 nics)
+6f2d8a82d208:1287:1328 [0] NCCL INFO Using network Libfabric
+"""
+
+
+def test_aws_ofi_nccl_115_wording_on_libfabric_tcp_is_a_socket_fallback(probe):
+    """The reviewer's case: the 1.15 wording read as "efa" before."""
+    assert probe.transport_from_nccl_log(CONTAINER_OFI_TCP_LOG_115) == "libfabric-tcp"
+    efa = CONTAINER_OFI_TCP_LOG_115.replace(
+        "is tcp, fabric is 172.17.0.0/16", "is efa, fabric is efa"
+    )
+    assert probe.transport_from_nccl_log(efa) == "efa"
+
+
 def test_aws_ofi_nccl_on_libfabric_tcp_is_a_socket_fallback(probe):
     """Before issue 21 this log read as "efa" and the gate passed a TCP run."""
     observed = probe.transport_from_nccl_log(CONTAINER_OFI_TCP_LOG)
