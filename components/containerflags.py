@@ -26,6 +26,15 @@
 #            NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices.
 # [ngc]      reference/cloud-gpu-facts.md, second reviews: NGC images warn on a 64 MB /dev/shm;
 #            `--ipc=host --ulimit memlock=-1 --ulimit stack=67108864`.
+# [nofile]   docker/docs#23730: Docker Engine 29 / containerd 2.1.5 dropped the container's
+#            LimitNOFILE default to the kernel's 1024 soft limit; TCPX sockets and data loaders
+#            run out, so the container asks for 1048576 itself.
+# [gdrcopy]  GDRCopy (NVIDIA/gdrcopy): the gdrdrv kernel module's /dev/gdrdrv; NCCL uses GDRCopy
+#            only when the device is in the container.
+# [rootless] a rootless engine cannot raise a hard limit above the user's own: memlock=-1 fails
+#            at start unless `ulimit -H -l` is already unlimited (issue 21 review).
+# [efa-ngc]  AWS efa-installer-containers page: installer >= 1.49.0 takes --enable-ngc for NGC
+#            containers instead of --skip-kmod --skip-limit-conf --no-verify (read 2026-11-25).
 
 from __future__ import annotations
 
@@ -50,7 +59,15 @@ TCPX_LIB, TCPX_SOCKETS = "/var/lib/tcpx/lib64", "/run/tcpx"
 TCPXO_LIB, FASTRAK_LIB = "/var/lib/tcpxo/lib64", "/var/lib/fastrak/lib64"
 APERTURE = "/dev/aperture_devices"
 IB_DEVICES = "/dev/infiniband"
-_PROBED_PATHS = (IB_DEVICES, APERTURE, TCPX_SOCKETS, TCPX_LIB, TCPXO_LIB, FASTRAK_LIB)
+NCCL_CONF = "/etc/nccl.conf"  # NCCL reads it itself; Azure images and 50-nccl-env.sh write it
+GDRDRV = "/dev/gdrdrv"  # GDRCopy [gdrcopy]
+# Cluster Toolkit a3-megagpu-8g run-nccl-tests.sh sources it on the host and passes NCCL_* in;
+# it needs bash (dstack's a3mega nccl-tests example runs it with bash, not dash).
+TCPXO_PROFILE = f"{TCPXO_LIB}/nccl-env-profile.sh"
+NOFILE = 1048576  # [nofile]
+_PROBED_PATHS = (
+    IB_DEVICES, APERTURE, TCPX_SOCKETS, TCPX_LIB, TCPXO_LIB, FASTRAK_LIB, NCCL_CONF, GDRDRV
+)  # fmt: skip
 
 
 class ContainerFabricError(GpufleetError):
@@ -65,6 +82,21 @@ class ContainerFabricError(GpufleetError):
             "and run again",
         )
         self.fabric = fabric
+        self.problems = problems
+
+
+class ContainerLimitError(GpufleetError):
+    """The rank container cannot get the limits it needs (rootless podman, memlock)."""
+
+    exit_code = ExitCode.NODE_FAILED
+
+    def __init__(self, problems: list[str]):
+        super().__init__(
+            "the rank container cannot get its limits: " + "; ".join(problems),
+            hint="run the runtime as root (or through sudo), or raise the user's hard memlock "
+            "limit to unlimited (/etc/security/limits.conf: `<user> hard memlock unlimited`, "
+            "then log in again)",
+        )
         self.problems = problems
 
 
@@ -84,6 +116,8 @@ class NodeFacts:
     rootless: bool = False  # the engine runs rootless: no host IPC namespace to join
     paths: tuple[str, ...] = ()  # which of _PROBED_PATHS and /opt/microsoft/*/topo.xml exist
     rxdm: bool = False  # the TCPX/TCPXO receive-datapath manager (RXDM_NAME) is running
+    memlock_hard: str = ""  # `ulimit -H -l` of the probing user: "unlimited", KiB, "" unknown
+    nofile_hard: str = ""  # `ulimit -H -n` of the probing user
 
     @property
     def prefix(self) -> list[str]:
@@ -140,10 +174,11 @@ for c in docker podman; do
     [ "$($p $c inspect -f '{{.State.Running}}' RXDM 2>/dev/null)" = true ] && rxdm=true
   done
 done
+ml=$(ulimit -H -l 2>/dev/null); nf=$(ulimit -H -n 2>/dev/null)
 f='"runtime":"%s","version":"%s","sudo":%s,"cdi":%s,"gpus":%s,"mem":%s,"uverbs":"%s","why":"%s"'
-f="$f"',"efa":"%s","rootless":%s,"paths":"%s","rxdm":%s'
+f="$f"',"efa":"%s","rootless":%s,"paths":"%s","rxdm":%s,"memlock":"%s","nofile":"%s"'
 printf "MARK{$f}\\n" "$rt" "$ver" "$sudo" "$cdi" "${gpus:-0}" "${mem:-0}" "$uv" "$why" \
-  "$efa" "$rootless" "$paths" "$rxdm"
+  "$efa" "$rootless" "$paths" "$rxdm" "$ml" "$nf"
 """
 
 
@@ -176,6 +211,8 @@ def parse_probe(text: str) -> NodeFacts:
         rootless=bool(doc.get("rootless", False)),
         paths=tuple(doc.get("paths", "").split()),
         rxdm=bool(doc.get("rxdm", False)),
+        memlock_hard=str(doc.get("memlock", "")),
+        nofile_hard=str(doc.get("nofile", "")),
     )
     if not facts.runtime:
         why = tuple(
@@ -210,6 +247,25 @@ def gpu_problems(facts: NodeFacts) -> list[str]:
             "(run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)"
         ]
     return []
+
+
+def limit_problems(facts: NodeFacts) -> list[str]:
+    """Why `--ulimit memlock=-1:-1` would fail: a rootless engine and a finite hard memlock
+    limit of the user [rootless] (unknown, "": not refused here)."""
+    if facts.rootless and not facts.sudo and facts.memlock_hard not in ("", "unlimited"):
+        return [
+            f"the {facts.runtime} engine runs rootless and the user's hard memlock limit is "
+            f"{facts.memlock_hard} KiB (`ulimit -H -l`), so `--ulimit memlock=-1:-1` fails"
+        ]
+    return []
+
+
+def nofile(facts: NodeFacts) -> int:
+    """The container's open-files limit: NOFILE [nofile], or the user's hard limit when a
+    rootless engine cannot go above it."""
+    if facts.rootless and facts.nofile_hard.isdigit():
+        return min(NOFILE, int(facts.nofile_hard))
+    return NOFILE
 
 
 def fabric_problems(facts: NodeFacts, fabric: str, *, topo_file: str | None = None) -> list[str]:
@@ -281,8 +337,10 @@ def run_argv(
     topo_file: the NCCL topology file of the type (catalog nccl_topo_file; infiniband);
     ipc_host: share the host's IPC namespace (default: unless the engine is rootless); without
     it /dev/shm gets shm_bytes. Raises ContainerFabricError when the node lacks the fabric's
-    devices or files, GPU access included.
+    devices or files, GPU access included; ContainerLimitError when memlock cannot be raised.
     """
+    if limit_problems(facts):
+        raise ContainerLimitError(limit_problems(facts))
     if gpu_problems(facts):
         raise ContainerFabricError(fabric, gpu_problems(facts))
     argv = [*facts.prefix, "run", "--rm", "--name", name, "--init"]
@@ -293,8 +351,13 @@ def run_argv(
     else:  # a 64 MB default /dev/shm breaks NCCL's shared-memory transport and data loaders
         argv += ["--shm-size", str(shm_bytes(facts))]
     argv += ["--ulimit", "memlock=-1:-1", "--ulimit", f"stack={STACK_BYTES}:{STACK_BYTES}"]
+    argv += ["--ulimit", f"nofile={nofile(facts)}:{nofile(facts)}"]
     argv += ["--cap-add", "IPC_LOCK"]
     argv += gpu_flags(facts)
+    if GDRDRV in facts.paths:
+        argv += ["--device", GDRDRV]
+    if NCCL_CONF in facts.paths:  # the node's NCCL settings (Azure's, 50-nccl-env.sh's)
+        argv += ["-v", f"{NCCL_CONF}:{NCCL_CONF}:ro"]
     argv += fabric_flags(facts, fabric, topo_file=topo_file)
     argv += ["-v", f"{workdir}:{workdir}", "-w", workdir]
     for m in mounts:
@@ -317,14 +380,16 @@ def run_command(facts: NodeFacts, image: str, **kw: object) -> str:
 _EFA_CHECK = r"""fi=$(command -v fi_info || ls /opt/amazon/efa/bin/fi_info 2>/dev/null)
 if [ -z "$fi" ]; then
   echo "MARK FAIL: fi_info is not in the image: it needs libfabric and aws-ofi-nccl" \
-    "(AWS: efa_installer.sh --skip-kmod --skip-limit-conf --no-verify in the image)"
+    "(AWS: efa_installer.sh --skip-kmod --skip-limit-conf --no-verify in the image;" \
+    "for an NGC image add --enable-ngc, efa-installer >= 1.49)"
   exit 1
 fi
 plugin=
 for d in DIRS; do ls "$d"/libnccl-net*.so >/dev/null 2>&1 && plugin="$d"; done
 if [ -z "$plugin" ] && ldconfig -p 2>/dev/null | grep -q libnccl-net; then plugin=ldconfig; fi
 if [ -z "$plugin" ]; then
-  echo "MARK FAIL: aws-ofi-nccl (libnccl-net*.so) is not in the image: NCCL would use TCP sockets"
+  echo "MARK FAIL: aws-ofi-nccl (libnccl-net*.so) is not in the image: NCCL would use TCP" \
+    "sockets (for an NGC image: efa_installer.sh --enable-ngc, efa-installer >= 1.49)"
   exit 1
 fi
 n=$("$fi" -p efa -t FI_EP_RDM 2>/dev/null | awk '$1 == "domain:" {print $2}' | sort -u | wc -l)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpufleet.components import containerflags, containerimage
+from gpufleet.components import catalog, containerflags, containerimage
 from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.components.containerflags import NodeFacts
@@ -72,6 +72,7 @@ def keeper_command(
         mounts=mounts,
         labels=labels(info, run_id),
         command=("sleep", "infinity"),
+        topo_file=_type_facts(info)[0],
     )
     argv.insert(argv.index("run") + 1, "-d")
     cut = len(argv) - 3  # image, sleep, infinity
@@ -82,11 +83,15 @@ def keeper_command(
         for d in ssh_dirs
     )
     rm = shlex.join([*facts.prefix, "rm", "-f", name])
+    env, env_rm = (
+        (_profile_env(), '[ -z "$e" ] || rm -f "$e"\n') if info.fabric == "tcpxo" else ("", "")
+    )
     return (
-        f"set --\n{extra}"
+        f"set --\n{extra}{env}"
         f"trap '{rm} >/dev/null 2>&1' EXIT\n"
         "trap 'exit 143' TERM INT HUP\n"
         f'{head} "$@" {tail} >/dev/null || exit 1\n'
+        f"{env_rm}"
         f"echo {READY}\n"
         # in the background, so that a trapped signal ends `wait` (not a foreground `cat`);
         # through fd 3: an async list's own stdin is /dev/null
@@ -94,6 +99,34 @@ def keeper_command(
         "cat <&3 >/dev/null 3<&- & c=$!\n"
         "trap 'kill $c 2>/dev/null; exit 143' TERM INT HUP\n"
         "wait $c\n"
+    )
+
+
+def _type_facts(info: ClusterInfo) -> tuple[str | None, int]:
+    """The catalog's NCCL topology file and EFA interface count for the cluster's type
+    (None, 0 when the type is unknown: own hosts, the sandbox)."""
+    try:
+        it = catalog.lookup(str(info.cloud), info.instance_type or "")
+    except GpufleetError:
+        return None, 0
+    return it.nccl_topo_file, it.efa_interfaces
+
+
+def _profile_env() -> str:
+    """TCPXO: the NCCL_* that the plugin's nccl-env-profile.sh sets, as the node's bash gets
+    them (the profile needs bash), into an env file for the container. As Cluster Toolkit's
+    a3-megagpu-8g run-nccl-tests.sh does (it sources the profile on the host and passes NCCL*
+    in); the rank's own exports still override them, as on the node."""
+    p = shlex.quote(containerflags.TCPXO_PROFILE)
+    lib = shlex.quote(containerflags.TCPXO_LIB)
+    return (
+        f"e=\nif [ -f {p} ]; then\n"
+        "  e=$(mktemp) || exit 1\n"
+        "  # shellcheck disable=SC2016 # $1: the profile's path, for bash\n"
+        f"  env -i NCCL_LIB_DIR={lib} bash -c '. \"$1\" >/dev/null 2>&1; env' sh {p} |\n"
+        "    grep '^NCCL_[A-Za-z0-9_]*=' >\"$e\"\n"
+        '  set -- "$@" --env-file "$e"\n'
+        "fi\n"
     )
 
 
@@ -310,6 +343,45 @@ def probe(group: Any, want: str) -> dict[str, NodeFacts]:
     return facts
 
 
+def refuse_fabric(facts: dict[str, NodeFacts], fabric: str, topo_file: str | None) -> None:
+    """ContainerLimitError / ContainerFabricError naming every node whose container could not
+    get its limits, GPUs or fabric (what run_argv would raise on the node, after the pull)."""
+    limits = [
+        f"{n}: {p}" for n, f in sorted(facts.items()) for p in containerflags.limit_problems(f)
+    ]
+    if limits:
+        raise containerflags.ContainerLimitError(limits)
+    problems = [
+        f"{n}: {p}"
+        for n, f in sorted(facts.items())
+        for p in containerflags.gpu_problems(f)
+        + containerflags.fabric_problems(f, fabric, topo_file=topo_file)
+    ]
+    if problems:
+        raise containerflags.ContainerFabricError(fabric, problems)
+
+
+def check_efa(rc: RunContainers, interfaces: int, progress: Callable[[str], None]) -> None:
+    """efa_check_command in every node's container before the job: ContainerFabricError with
+    each failing node's reason (no libfabric/aws-ofi-nccl, fewer EFA interfaces than the type)."""
+    res = rc.group.run(
+        rc.every(containerflags.efa_check_command(interfaces)), check=False, timeout=120
+    )
+    mark, bad, said = containerflags.EFA_CHECK_MARK, [], []
+    for n, r in sorted(res.items()):
+        said_here = [
+            ln[len(mark) :].strip() for ln in (r.stdout or "").splitlines() if ln.startswith(mark)
+        ]
+        why = said_here[-1] if said_here else ""
+        if r.exit_code != 0 or not why.startswith("ok"):
+            bad.append(f"{n}: {why or r.error or (r.stderr or '').strip() or 'no answer'}")
+        else:
+            said.append(why)
+    if bad:
+        raise containerflags.ContainerFabricError("efa", bad)
+    progress(f"EFA in the containers: {said[0] if said else '?'} on {len(res)} nodes")
+
+
 def _images(spec: ContainerSpec, report: Any, nodes: list[str]) -> dict[str, str]:
     """What each node runs: a registry image by its reference; a loaded archive by the image
     id it loaded as (its digest), which names no registry."""
@@ -339,6 +411,8 @@ def start(
     ssh_keys: mount the cluster key's folder read-only (mpirun's and pdsh's hop need it)."""
     facts = probe(group, spec.runtime)
     refuse(facts, spec.runtime)
+    topo, efa_interfaces = _type_facts(info)
+    refuse_fabric(facts, info.fabric, topo)  # before the pull: a refused node pulls nothing
     runtimes = sorted({f"{f.runtime}{' (sudo)' if f.sudo else ''}" for f in facts.values()})
     progress(f"container runtime {', '.join(runtimes)} on {len(facts)} nodes")
     if ensure is None:
@@ -356,6 +430,8 @@ def start(
     )
     try:
         rc._start(dirs)
+        if info.fabric == "efa":
+            check_efa(rc, max(1, efa_interfaces), progress)
     except BaseException:
         rc.stop()
         raise

@@ -23,10 +23,14 @@ ND_TOPO = "/opt/microsoft/ndv4/topo.xml"
 BASE = cf.NodeFacts(runtime="docker", runtime_version="Docker version 28.3.0", cdi=True, gpus=8)
 NODES = {
     "none": replace(BASE, mem_bytes=64 * GIB),
-    # p4d: 4 EFA devices, 1152 GiB
-    "efa": replace(BASE, mem_bytes=1152 * GIB, uverbs=EFA4, efa_uverbs=EFA4),
-    # ND96asr_v4: 8 IB HCAs, the ubuntu-hpc topology file
-    "infiniband": replace(BASE, mem_bytes=900 * GIB, paths=("/dev/infiniband", ND_TOPO)),
+    # p4d: 4 EFA devices, 1152 GiB, GDRCopy loaded (as on AWS's DLAMIs)
+    "efa": replace(
+        BASE, mem_bytes=1152 * GIB, uverbs=EFA4, efa_uverbs=EFA4, paths=("/dev/gdrdrv",)
+    ),
+    # ND96asr_v4: 8 IB HCAs, the ubuntu-hpc topology file and its /etc/nccl.conf
+    "infiniband": replace(
+        BASE, mem_bytes=900 * GIB, paths=("/dev/infiniband", ND_TOPO, "/etc/nccl.conf")
+    ),
     "tcpx": replace(
         BASE, mem_bytes=1872 * GIB, rxdm=True, paths=("/run/tcpx", "/var/lib/tcpx/lib64")
     ),
@@ -92,7 +96,7 @@ def test_efa_passes_only_the_efa_uverbs_devices():
         replace(NODES["efa"], uverbs=mixed), "img", name="n", workdir="/w", fabric="efa"
     )
     devices = [argv[i + 1] for i, a in enumerate(argv) if a == "--device"]
-    assert devices == ["nvidia.com/gpu=all", *EFA4]
+    assert devices == ["nvidia.com/gpu=all", "/dev/gdrdrv", *EFA4]  # GDRCopy: not a verbs device
     assert "/dev/infiniband" not in devices
 
 
@@ -317,3 +321,60 @@ def test_cloud_fact_efa_installer_container_flags():
 def test_cloud_fact_rxdm(fabric, needles):
     line = shlex.join(cf.rxdm_argv(NODES[fabric], fabric, "img"))
     assert all(n in line for n in needles), line
+
+
+# --- review fixes: limits, GDRCopy, /etc/nccl.conf, the NGC hint --------------------------------
+# Sources, read 2026-11-25:
+#   docker/docs#23730  Docker Engine 29 / containerd 2.1.5: the container's LimitNOFILE default
+#                      changed, containers start at 1024 open files; ask for 1048576.
+#   efa-ngc            https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-installer-containers.html
+#                      "For NGC containers, with EFA installer 1.49.0 or later, you can use the
+#                      --enable-ngc flag instead of the three flags above".
+NOFILE_FACT = "--ulimit nofile=1048576:1048576"
+
+
+def test_every_rank_container_asks_for_a_million_open_files():
+    """docker/docs#23730: the engine's default is no longer enough for TCPX sockets."""
+    for fabric in NODES:
+        assert NOFILE_FACT in render(NODES[fabric], fabric), fabric
+
+
+def test_gdrdrv_and_nccl_conf_go_in_only_when_the_node_has_them():
+    bare = render(NODES["none"], "none")
+    assert "/dev/gdrdrv" not in bare and "/etc/nccl.conf" not in bare
+    has = replace(NODES["none"], paths=("/dev/gdrdrv", "/etc/nccl.conf"))
+    argv = shlex.split(render(has, "none"))
+    assert argv[argv.index("/dev/gdrdrv") - 1] == "--device"
+    assert argv[argv.index("/etc/nccl.conf:/etc/nccl.conf:ro") - 1] == "-v"
+
+
+def test_rootless_podman_refused_unless_hard_memlock_is_unlimited():
+    rootless = replace(NODES["none"], runtime="podman", rootless=True, memlock_hard="8192")
+    with pytest.raises(cf.ContainerLimitError) as e:
+        cf.run_argv(rootless, "i", name="n", workdir="/w")
+    assert "hard memlock limit is 8192 KiB" in str(e.value)
+    assert "sudo" in (e.value.hint or "") and "hard memlock unlimited" in (e.value.hint or "")
+    ok = replace(rootless, memlock_hard="unlimited", nofile_hard="524288")
+    assert "--ulimit nofile=524288:524288" in shlex.join(
+        cf.run_argv(ok, "i", name="n", workdir="/w")
+    )  # a rootless engine cannot go above the user's hard limit
+    assert cf.limit_problems(replace(rootless, rootless=False)) == []  # root: raises it itself
+
+
+def test_probe_reports_the_hard_limits_and_the_new_paths(tmp_path):
+    """Faked: `podman` (info answers); real: sh's own `ulimit -H -l` / `-n` on this host."""
+    _fake(tmp_path, "podman", 'case "$*" in info) exit 0 ;; --version) echo p ;; esac\n')
+    facts = cf.parse_probe(_sh(cf.probe_command("podman"), tmp_path).stdout)
+    want = _sh("ulimit -H -l; ulimit -H -n", tmp_path).stdout.split()
+    assert [facts.memlock_hard, facts.nofile_hard] == want
+    assert "/etc/nccl.conf" in cf.probe_command() and "/dev/gdrdrv" in cf.probe_command()
+
+
+@pytest.mark.parametrize("missing", ["fi_info", "plugin"])
+def test_efa_check_fail_names_the_ngc_installer_flag(tmp_path, missing):
+    """efa-ngc: the FAIL hint for an image without libfabric/aws-ofi-nccl."""
+    if missing == "plugin":
+        _fake(tmp_path, "fi_info", FI_INFO_4)
+    _fake(tmp_path, "ldconfig", "true\n")
+    out = _sh(cf.efa_check_command(4), tmp_path)
+    assert out.returncode == 1 and "--enable-ngc" in out.stdout and "1.49" in out.stdout

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.components.clusterspec import ContainerSpec
-from gpufleet.components.containerflags import PROBE_MARK, NodeFacts
-from gpufleet.core.errors import MissingTool
+from gpufleet.components.containerflags import PROBE_MARK, ContainerFabricError, NodeFacts
+from gpufleet.core.errors import GpufleetError, MissingTool
 from gpufleet.jobs import container, launch, runs
 from gpufleet.jobs.launch import LaunchOptions
 from tests.gpufleet import fakes
@@ -296,4 +296,155 @@ def test_the_keeper_and_the_hop_are_shellcheck_clean(tmp_path):
         capture_output=True,
         text=True,
     )
+    assert r.returncode == 0, r.stdout
+
+
+# --- review fixes: the catalog's topology file, refusals before the pull, the EFA check, TCPXO's
+# profile ---------------------------------------------------------------------------------------
+EFA_DOC = dict(_doc("docker"), cdi=True, gpus=8, efa=" /dev/infiniband/uverbs0")
+
+
+class EfaGroup(FakeGroup):
+    """FakeGroup whose containers answer the EFA check as `said` says per node (faked: the
+    container and fi_info; real: start()'s order and what it does with the answers)."""
+
+    def __init__(self, info, probe, said: dict[str, tuple[int, str]]):
+        super().__init__(info, probe)
+        self.said = said
+
+    def run(self, command, check=True, timeout=None, **kw):
+        if isinstance(command, dict) and "gpufleet-efa-check:" in str(command):
+            self.ran.append(command)
+            return {
+                n: types.SimpleNamespace(
+                    exit_code=rc,
+                    stdout=f"gpufleet-efa-check: {text}\n",
+                    stderr="",
+                    ok=rc == 0,
+                    error=None,
+                )
+                for n, (rc, text) in self.said.items()
+            }
+        return super().run(command, check=check, timeout=timeout, **kw)
+
+
+def _efa_cluster():
+    return fakes.cluster(fabric="efa").model_copy(update={"instance_type": "p4d.24xlarge"})
+
+
+def _report(info_, group_, spec, facts, progress):
+    return types.SimpleNamespace(image=spec.image, digests={n: "sha256:d" for n in facts})
+
+
+def test_keeper_mounts_the_catalog_topology_file_of_the_type():
+    """Azure ND96asr_v4: catalog nccl_topo_file, read-only and named in NCCL_TOPO_FILE."""
+    info = fakes.cluster(cloud="azure", fabric="infiniband").model_copy(
+        update={"instance_type": "Standard_ND96asr_v4"}
+    )
+    topo = "/opt/microsoft/ndv4/topo.xml"
+    facts = NodeFacts(runtime="docker", cdi=True, gpus=8, paths=("/dev/infiniband", topo))
+    keeper = container.keeper_command(info, facts, "img:1", "node-0", "r1")
+    assert f"-v {topo}:{topo}:ro -e NCCL_TOPO_FILE={topo}" in keeper
+
+
+def test_start_runs_the_efa_check_in_every_container_and_refuses_a_failing_node():
+    info = _efa_cluster()
+    said = {
+        "node-0": (0, "ok: 4 EFA interfaces (need 4), aws-ofi-nccl in ldconfig"),
+        "node-1": (
+            1,
+            "FAIL: fi_info -p efa sees 0 EFA interfaces in the container, the instance type has 4",
+        ),
+    }
+    group = EfaGroup(info, {"node-0": EFA_DOC, "node-1": EFA_DOC}, said)
+    with pytest.raises(ContainerFabricError) as e:
+        container.start(info, group, ContainerSpec(image="img:1"), "r1", print, ensure=_report)
+    assert "node-1: FAIL: fi_info -p efa sees 0 EFA interfaces" in str(e.value)
+    assert "node-0" not in str(e.value)
+    check = next(c for c in group.ran if "gpufleet-efa-check:" in str(c))
+    assert isinstance(check, dict) and set(check) == {"node-0", "node-1"}
+    # through wrap: in the run's container, with the type's 4 interfaces (catalog p4d)
+    assert all(c.startswith("docker exec -i -w") and "-lt 4 ]" in c for c in check.values())
+    assert any("docker rm -f gpufleet-r1" in str(c) for c in group.ran)  # removed on refusal
+    ok = EfaGroup(info, {"node-0": EFA_DOC, "node-1": EFA_DOC}, {n: said["node-0"] for n in said})
+    said_lines: list[str] = []
+    container.start(info, ok, ContainerSpec(image="img:1"), "r1", said_lines.append, ensure=_report)
+    assert f"EFA in the containers: {said['node-0'][1]} on 2 nodes" in said_lines
+
+
+@pytest.mark.parametrize(
+    ("doc", "fabric", "error", "why"),
+    [
+        (dict(_doc(), gpus=8), "none", "ContainerFabricError", "podman reaches NVIDIA GPUs only"),
+        (_doc("docker"), "efa", "ContainerFabricError", "no EFA uverbs device on the node"),
+        (
+            dict(_doc(), rootless=True, memlock="65536"),
+            "none",
+            "ContainerLimitError",
+            "the podman engine runs rootless and the user's hard memlock limit is 65536 KiB",
+        ),
+    ],
+)
+def test_start_refuses_gpu_fabric_and_limit_problems_before_the_pull(doc, fabric, error, why):
+    info = fakes.cluster(gpus=0, fabric=fabric)
+    group = FakeGroup(info, {"node-0": _doc(doc["runtime"]), "node-1": doc})
+    pulled: list[object] = []
+    with pytest.raises(GpufleetError) as e:
+        container.start(
+            info,
+            group,
+            ContainerSpec(image="img:1"),
+            "r1",
+            print,
+            ensure=lambda *a, **k: pulled.append(a),
+        )
+    assert type(e.value).__name__ == error and f"node-1: {why}" in str(e.value)
+    assert pulled == [] and group.held == []  # refused before the pull, no container
+
+
+def test_keeper_carries_the_tcpxo_profile_nccl_env_into_the_container(tmp_path, monkeypatch):
+    """Faked: the plugin's profile (bash syntax, as nccl-env-profile.sh is) at a tmp path, and a
+    `docker` that logs its argv and the env file it was given; real: sh running the keeper."""
+    from gpufleet.components import containerflags
+
+    profile = tmp_path / "nccl-env-profile.sh"
+    profile.write_text(
+        '[[ -n "$NCCL_LIB_DIR" ]] && export NCCL_FASTRAK_NUM_FLOWS=2\n'
+        "export NCCL_PROTO=Simple,LL128\nexport OTHER=1\n"
+    )
+    monkeypatch.setattr(containerflags, "TCPXO_PROFILE", str(profile))
+    log = tmp_path / "calls"
+    logs_env = f'p=; for a in "$@"; do [ "$p" = --env-file ] && cat "$a" >> {log}; p=$a; done\n'
+    _fake_bin(tmp_path, "docker", f'echo "$*" >> {log}\n' + logs_env)
+    info = fakes.cluster(fabric="tcpxo")
+    facts = NodeFacts(
+        runtime="docker", rxdm=True, paths=("/var/lib/tcpxo/lib64", "/dev/aperture_devices")
+    )
+    cmd = container.keeper_command(info, facts, "img:1", "node-0", "r1")
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    p = subprocess.run(["sh", "-c", cmd], input="", capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and container.READY in p.stdout, p.stderr
+    calls = log.read_text().splitlines()
+    assert "--env-file" in calls[0] and calls[0].endswith("img:1 sleep infinity")
+    given = sorted(c for c in calls[1:] if " " not in c)  # the env file's lines
+    assert given == [
+        "NCCL_FASTRAK_NUM_FLOWS=2",  # the profile ran in bash, with NCCL_LIB_DIR set
+        "NCCL_LIB_DIR=/var/lib/tcpxo/lib64",
+        "NCCL_PROTO=Simple,LL128",
+    ]
+    assert calls[-1] == "rm -f gpufleet-r1"
+    env_file = calls[0].split("--env-file ", 1)[1].split()[0]
+    assert not Path(env_file).exists()  # removed once the container has read it
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_the_tcpxo_keeper_is_shellcheck_clean(tmp_path):
+    info = fakes.cluster(fabric="tcpxo")
+    facts = NodeFacts(
+        runtime="docker", rxdm=True, paths=("/var/lib/tcpxo/lib64", "/dev/aperture_devices")
+    )
+    (tmp_path / "keeper.sh").write_text(
+        "#!/bin/sh\n" + container.keeper_command(info, facts, "img:1", "node-0", "r1")
+    )
+    r = subprocess.run(["shellcheck", str(tmp_path / "keeper.sh")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
