@@ -26,9 +26,9 @@
 #            NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices.
 # [ngc]      reference/cloud-gpu-facts.md, second reviews: NGC images warn on a 64 MB /dev/shm;
 #            `--ipc=host --ulimit memlock=-1 --ulimit stack=67108864`.
-# [nofile]   docker/docs#23730: Docker Engine 29 / containerd 2.1.5 dropped the container's
-#            LimitNOFILE default to the kernel's 1024 soft limit; TCPX sockets and data loaders
-#            run out, so the container asks for 1048576 itself.
+# [nofile]   docker/docs#23730 (closes moby/moby#51485): with Docker Engine 29 / containerd
+#            2.1.5 `docker run ubuntu sh -c 'ulimit -n'` went from 1048576 to 1024; TCPX sockets
+#            and data loaders run out, so the container asks for 1048576 itself.
 # [gdrcopy]  GDRCopy (NVIDIA/gdrcopy): the gdrdrv kernel module's /dev/gdrdrv; NCCL uses GDRCopy
 #            only when the device is in the container.
 # [rootless] a rootless engine cannot raise a hard limit above the user's own: memlock=-1 fails

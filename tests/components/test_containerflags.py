@@ -325,8 +325,9 @@ def test_cloud_fact_rxdm(fabric, needles):
 
 # --- review fixes: limits, GDRCopy, /etc/nccl.conf, the NGC hint --------------------------------
 # Sources, read 2026-11-25:
-#   docker/docs#23730  Docker Engine 29 / containerd 2.1.5: the container's LimitNOFILE default
-#                      changed, containers start at 1024 open files; ask for 1048576.
+#   docker/docs#23730  https://github.com/docker/docs/pull/23730, closing moby/moby#51485:
+#                      after containerd 2.1.5 (Engine 29) `docker run ubuntu bash -c 'ulimit -n'`
+#                      printed 1024 where it printed 1048576; ask for 1048576.
 #   efa-ngc            https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-installer-containers.html
 #                      "For NGC containers, with EFA installer 1.49.0 or later, you can use the
 #                      --enable-ngc flag instead of the three flags above".
