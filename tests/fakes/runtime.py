@@ -18,7 +18,7 @@ when unset):
   auth file (--authfile, or docker's --config folder). plan.json (global, or the node's) lists
   what each pull/load does, in order: "ok", "stall" (one chunk, then hangs), "fail"; a node's
   `fail` file fails every pull/load with its text; `require_login` refuses pulls without a
-  login; the node's `digest`/`id` files override DIGEST/IMAGE_ID.
+  login; the node's `digest`/`id` files override DIGEST/IMAGE_ID; `rmi` forgets images.
 Every call is logged (calls.log, JSON lines: op, prog, node, argv, and per op more fields).
 """
 
@@ -412,6 +412,13 @@ elif cmd in ("info", "login", "pull", "image"):
     {"info": info, "login": login, "pull": pull, "image": image}[cmd](rest, config)
 elif cmd == "load":
     load_(rest, config)
+elif cmd == "rmi":  # forget the images named (by name or id)
+    log(op="rmi", argv=sys.argv[1:])
+    gone = [a for a in rest if not a.startswith("-")]
+    kept = {k: v for k, v in images().items()
+            if k not in gone and "sha256:" + v["id"] not in gone and v["id"] not in gone}
+    with open(os.path.join(NODE_DIR, "images.json"), "w") as f:
+        json.dump(kept, f)
 elif cmd == "run":
     run(rest)
 elif cmd == "exec":
