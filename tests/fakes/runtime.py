@@ -47,8 +47,8 @@ STORAGE = os.path.join(NODE_DIR, "storage")
 os.makedirs(STORAGE, exist_ok=True)
 
 
-def log(name="calls.log", **kw):
-    with open(os.path.join(STATE, name), "a") as f:
+def log(into="calls.log", **kw):
+    with open(os.path.join(STATE, into), "a") as f:
         f.write(json.dumps(dict(prog=PROG, node=NODE, **kw)) + "\n")
 
 
