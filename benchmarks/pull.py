@@ -11,9 +11,9 @@ R repetitions, methods interleaved; per method the median wall time, the range, 
 machine uploaded, and each node's load time (gpufleet's report). Every run is checked: the
 same digest on every node (gpufleet), every node's file complete (scp+load: its size).
 
-Sandbox (default): an N-node local sandbox, a random --mb archive, the fake runtime of
-tests/integration (fakeruntime.sh: its `load` reads the whole file through sha256sum) and
-its stand-in node script (pullstandin.sh; --real-script: components/containerpull.py).
+Sandbox (default): an N-node local sandbox, a random --mb archive, the tests' fake runtime
+(tests/fakes/runtime.py: its `load` reads the whole file through sha256 and copies it into its
+storage folder) and the real node script (components/containerpull.py).
 All nodes share this machine's disk and cores: what it shows is the bytes this machine
 sends and the relay's shape, not a network's speed.
 --cluster NAME: an existing cluster, --archive PATH (a real image, e.g. `podman save
@@ -153,18 +153,15 @@ def print_summary(s: dict) -> None:
 
 
 def sandbox(args: argparse.Namespace, runs: list[dict]) -> dict:
-    from gpufleet.jobs import pull
     from gpufleet.provision import localsshd
 
     sys.path.insert(0, str(ROOT))
-    from tests.integration import pullstandin
+    from tests.fakes import runtime as fakert
 
     with bench_home("gpufleet-pullbench-") as home:
-        fake = pullstandin.fake_runtime(home / "fakebin")
+        fake = fakert.install(home / "fakebin", home / "fakert")
         orig = localsshd.node_path
         localsshd.node_path = lambda: f"{fake}:{orig()}"  # the fake runtime on the nodes' PATH
-        if not args.real_script:
-            pull.node_script = lambda: pullstandin.module(Path("bootpull"))  # type: ignore[assignment]
         archive = home / "image.tar"
         with open(archive, "wb") as f:
             for _ in range(args.mb):
@@ -196,7 +193,7 @@ def main() -> None:
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--cluster", help="an existing cluster instead of a sandbox")
     ap.add_argument("--archive", type=Path, help="with --cluster: the image archive")
-    ap.add_argument("--real-script", action="store_true", help="sandbox: the real node script")
+    ap.add_argument("--real-script", action="store_true", help="ignored: always the real script")
     ap.add_argument("--json", type=Path, help="write every run and the summary to this file")
     args = ap.parse_args()
     runs: list[dict] = []

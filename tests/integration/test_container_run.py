@@ -1,12 +1,14 @@
-"""`run` with an image on a REAL 2-node sandbox through a FAKE `podman` (fakeruntime.py).
+"""`run` with an image on a REAL 2-node sandbox through a FAKE `podman` (tests/fakes/runtime.py).
 
-Real: the sandbox's sshd nodes, gpufleet's SSH sessions, the held container sessions, torchrun,
-mpirun (Open MPI, over ssh with the run's ssh config), the commands. Faked: the container
-runtime (a script named podman first on the nodes' PATH: containers are process groups and
-state files, an exec gets a container's environment, not the session's), the image pull (a
-stand-in for gpufleet.jobs.pull, written in parallel, that reports one digest per node), and
-check_host (this machine's real runtime cannot start a container; test_containerhost.py
-covers that).
+Real: the sandbox's sshd nodes, gpufleet's SSH sessions, the runtime probe, the image pull
+(gpufleet.jobs.pull.ensure_image -> the real node script, components/containerpull.py's
+scripts/container_pull.sh, run on each node: lock, status.json, du-measured bytes, digest),
+the held container sessions, torchrun, mpirun (Open MPI, over ssh with the run's ssh config),
+the commands. Faked: the container runtime (the suite's one fake, named podman, first on the
+nodes' PATH: `pull` grows its storage folder and records the image and its digest; containers
+are process groups and state files, an exec gets a container's environment, not the
+session's), and check_host (this machine's real runtime cannot start a container;
+test_containerhost.py covers that).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -25,48 +26,44 @@ import pytest
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.core import state
 from gpufleet.core.errors import JobFailed
-from gpufleet.jobs import containerhost, health, launch, runs
+from gpufleet.jobs import containerhost, health, launch, pull, runs
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.jobs.run import JobRequest, run_job
 from gpufleet.provision import localsshd
-from tests.integration import fakeruntime
+from tests.fakes import runtime as fakeruntime
 from tests.integration.conftest import ROOT, cli_env, requires_sshd, requires_torch
 
 pytestmark = requires_sshd
 IMAGE = "docker.io/library/fake:1"
-DIGEST = "sha256:" + "ab" * 32
-
-
-def _ensure_image(info, group, spec, facts, progress, *, parallel=True):
-    """Stand-in for pull.ensure_image: the same digest on every node, nothing pulled."""
-    progress(f"(fake pull of {spec.image} on {len(facts)} nodes)")
-    return types.SimpleNamespace(
-        image=spec.image,
-        digests={n: DIGEST for n in facts},
-        seconds={n: 0.0 for n in facts},
-        bytes={n: 0 for n in facts},
-        archive_bytes=None,
-    )
-
-
-PULL_STUB = types.ModuleType("gpufleet.jobs.pull")
-PULL_STUB.ensure_image = _ensure_image  # type: ignore[attr-defined]
+DIGEST = fakeruntime.DIGEST  # what the fake's `image inspect` reports for a pulled image
 
 
 @pytest.fixture
 def fake_podman(tmp_path_factory, monkeypatch):
-    """The fake podman first on every sandbox node's PATH; the pull stand-in; teardown kills
-    whatever the fake started, even when the test failed."""
+    """The fake podman first on every sandbox node's PATH (the real pull and node script);
+    teardown kills whatever the fake started, even when the test failed."""
     root = tmp_path_factory.mktemp("fakeruntime")
     st = root / "state"
-    fakeruntime.install(root / "bin", st)
+    fakeruntime.install(root / "bin", st, names=("podman",))
     path = localsshd.node_path()
     monkeypatch.setattr(localsshd, "node_path", lambda: f"{root / 'bin'}:{path}")
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", PULL_STUB)
     monkeypatch.setattr(containerhost, "check_host", lambda runtime: None)
-    monkeypatch.setenv("GPUFLEET_FAKE_PODMAN_ROOT", str(root))
+    monkeypatch.setattr(pull, "POLL_S", 0.3)
+    assert "gpufleet.jobs.pull" in sys.modules and sys.modules["gpufleet.jobs.pull"] is pull
     yield st
     fakeruntime.kill_all(st)
+
+
+def _assert_pulled_then_run(st: Path, nodes: list[str], run_id: str) -> None:
+    """Each node's image came from the real script's `podman pull` on that node (its status
+    file says done with the digest), before that node's container was started from it."""
+    ops = [c for c in fakeruntime.calls(st) if c["op"] in ("pull", "run")]
+    for n in nodes:
+        mine = [(c["op"], c.get("image")) for c in ops if c["node"] == n]
+        assert mine == [("pull", IMAGE), ("run", IMAGE)], (n, mine)
+        [started] = [c for c in ops if c["op"] == "run" and c["node"] == n]
+        name = started["name"]  # an exec's run id is random: "exec-<hex>"
+        assert started["present"] and name.startswith(f"gpufleet-{run_id}") and name.endswith(n)
 
 
 def _request(name, workdir, launcher, command, run_id, **kw) -> JobRequest:
@@ -116,6 +113,7 @@ def test_torchrun_ddp_runs_every_rank_and_the_store_in_the_containers(
     assert any(ln.startswith("[node-1] rank 1/2 up") for ln in out), out
     assert any(ln.startswith("[node-0] done ") and "world_size=2" in ln for ln in out), out
     assert f"image {IMAGE} digest {DIGEST} on 2 nodes" in said
+    _assert_pulled_then_run(fake_podman, [n.name for n in info.nodes], "r-ddp")
     for k, node in enumerate(info.nodes):
         box = f"gpufleet-r-ddp-{node.name}"
         runs_ = [c for c in fakeruntime.calls(fake_podman) if c["op"] == "run" and c["name"] == box]
@@ -192,8 +190,7 @@ def test_fail_fast_removes_every_container_and_what_ran_in_it(
 DRIVER = """
 import sys, types
 sys.path.insert(0, {root!r})
-from tests.integration.test_container_run import PULL_STUB, _request
-sys.modules["gpufleet.jobs.pull"] = PULL_STUB
+from tests.integration.test_container_run import _request
 from gpufleet.jobs import containerhost
 containerhost.check_host = lambda runtime: None  # the fake runtime is on the nodes' PATH only
 from pathlib import Path
@@ -285,6 +282,7 @@ def test_exec_with_an_image_runs_in_fresh_containers_and_removes_them(
     for node in info.nodes:
         assert results[node.name].stdout.strip() == f"in=fake pwd={node.workdir}"
     assert f"image {IMAGE} digest {DIGEST} on 2 nodes" in said
+    _assert_pulled_then_run(fake_podman, [n.name for n in info.nodes], "exec-")
     _assert_removed(fake_podman)
 
 

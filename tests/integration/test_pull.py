@@ -1,10 +1,13 @@
 """Image pulls on a real sandbox (sshd nodes on loopback): per-node pulls at once or one by one,
 archives copied once to the head and relayed, digests checked, boot pulls attached to.
 
-Real: the SSH connections, the script upload, the status polling, the head relay (OpenSSH),
-the files on the nodes. Faked: the node pull script is a stand-in following interface 1
-(tests/integration/pullstandin.sh) and the container runtime is fakeruntime.sh on the
-nodes' PATH (records its calls, prints `Downloaded N` lines and digests; pulls nothing).
+Real: gpufleet.jobs.pull, the node pull script (components/containerpull.py's SCRIPT, i.e.
+scripts/container_pull.sh: its login, stall watch, retries, du-measured bytes, lock and
+status.json), the SSH connections, the script upload, the status polling, the head relay
+(OpenSSH), the files on the nodes. Faked: the container runtime (tests/fakes/runtime.py as
+`docker`/`podman` first on the nodes' PATH: records its calls and the login's stdin, grows the
+folder its `info` names, copies a loaded archive there, reports digests; pulls nothing), and
+containerpull.BOOT_STATE_DIR (a folder in each node's workdir instead of /var/lib).
 """
 
 from __future__ import annotations
@@ -19,33 +22,37 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.components import containerpull
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.components.containerflags import NodeFacts
 from gpufleet.components.errors import SpecError
 from gpufleet.jobs import imagecopy, pull
 from gpufleet.provision import localsshd
 from gpufleet.remote import Group
-from tests.integration import pullstandin
+from tests.fakes import runtime as fakert
 from tests.integration.conftest import requires_sshd
 
 pytestmark = requires_sshd
 NGC = "nvcr.io/nvidia/pytorch:25.01-py3"
 KEY = "nvapi-TESTSECRET-0123456789"
 BOOT = "bootpull"  # relative: each sandbox node's own folder (they share this machine's disk)
+DIGEST = fakert.DIGEST
+SLACK = 65536  # du also counts what else changed in the measured folders (logs, directories)
 
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path) -> Path:
-    """The stand-in script as pull's node script, the fake runtime first on the nodes' PATH.
-
-    The one place to change when the real components/containerpull.py lands."""
-    folder = pullstandin.fake_runtime(tmp_path / "fakebin")
-    monkeypatch.setattr(pull, "node_script", lambda: pullstandin.module(Path(BOOT)))
+    """The fake runtime first on the nodes' PATH (its state folder returned); the real
+    script, its boot folder in each node's workdir."""
+    state = tmp_path / "fakert"
+    folder = fakert.install(tmp_path / "fakebin", state)
     orig = localsshd.node_path
     monkeypatch.setattr(localsshd, "node_path", lambda: f"{folder}:{orig()}")
+    monkeypatch.setattr(containerpull, "BOOT_STATE_DIR", BOOT)
     monkeypatch.setattr(pull, "POLL_S", 0.3)
     monkeypatch.setattr(pull, "SHOW_EVERY_S", 0.5)
-    return folder
+    assert pull.node_script() is containerpull  # the real module, not a stand-in
+    return state
 
 
 def _facts(info, runtime="docker"):
@@ -53,15 +60,17 @@ def _facts(info, runtime="docker"):
 
 
 def _events(fake: Path) -> list[str]:
-    p = fake / "events"
-    return p.read_text().split("\n")[:-1] if p.exists() else []
+    return fakert.events(fake)
+
+
+def _about(got: int, want: int) -> bool:
+    return want <= got < want + SLACK
 
 
 def test_parallel_pull_same_digest_progress_and_the_key_only_on_stdin(
     make_sandbox, fake, monkeypatch, gpufleet_home
 ):
-    (fake / "steps").write_text("8")
-    (fake / "delay").write_text("0.4")
+    fakert.configure(fake, chunks=8, chunk=1_000_000, delay=0.4)
     monkeypatch.setenv("NGC_API_KEY", KEY)
     info = make_sandbox("t", 3)
     lines: list[str] = []
@@ -69,8 +78,9 @@ def test_parallel_pull_same_digest_progress_and_the_key_only_on_stdin(
         rep = pull.ensure_image(info, g, ContainerSpec(image=NGC), _facts(info), lines.append)
     print("\n".join(lines))
     names = [n.name for n in info.nodes]
-    assert rep.digests == dict.fromkeys(names, pullstandin.DIGEST)
-    assert rep.bytes == dict.fromkeys(names, 8_000_000)
+    assert rep.digests == dict.fromkeys(names, DIGEST)
+    # the script's figure: what reached each node's storage folder (du), 8 x 1 MB
+    assert all(_about(rep.bytes[n], 8_000_000) for n in names), rep.bytes
     assert set(rep.seconds) == set(names) and rep.archive_bytes is None
     # All three pulls began before the first one ended: they ran at once.
     ev = _events(fake)
@@ -82,12 +92,13 @@ def test_parallel_pull_same_digest_progress_and_the_key_only_on_stdin(
     assert any(float(ln.split(" at ")[1].split()[0]) > 0 for ln in lines if rx.match(ln))
     # The key reached every node's `login` on stdin, and nowhere else: not in any runtime
     # argv, progress line, or file under the state folder (node workdirs, logs, status).
-    for n in names:
-        assert (fake / f"login.{n}").read_text() == KEY
+    logins = {x["node"]: (x["user"], x["host"], x["secret"]) for x in fakert.logins(fake)}
+    assert logins == dict.fromkeys(names, ("$oauthtoken", "nvcr.io", KEY))
     assert KEY not in (fake / "calls.log").read_text()
-    assert (
-        "login --username $oauthtoken --password-stdin nvcr.io" in (fake / "calls.log").read_text()
-    )
+    login_argvs = [c["argv"] for c in fakert.calls(fake) if c["op"] == "login"]
+    assert len(login_argvs) == 3
+    assert all(a[-4:] == ["--username", "$oauthtoken", "--password-stdin", "nvcr.io"]
+               for a in login_argvs), login_argvs  # fmt: skip
     assert not any(KEY in ln for ln in lines)
     leaked = [
         p for p in Path(gpufleet_home).rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()
@@ -106,7 +117,7 @@ def test_one_by_one_pulls_each_node_after_the_last(make_sandbox, fake):
     assert _events(fake) == [f"{e} {n}" for n in names for e in ("start", "end")]
     assert not rep.parallel and set(rep.digests) == set(names)
     # No key for a registry that is not nvcr.io: no login at all.
-    assert " login " not in (fake / "calls.log").read_text()
+    assert fakert.logins(fake) == [] and not any(c["op"] == "login" for c in fakert.calls(fake))
 
 
 def test_archive_goes_to_the_head_once_and_is_relayed(make_sandbox, fake, tmp_path):
@@ -120,12 +131,15 @@ def test_archive_goes_to_the_head_once_and_is_relayed(make_sandbox, fake, tmp_pa
         rep = pull.ensure_image(info, g, spec, _facts(info, "podman"), lines.append)
         # This machine sent the archive once (to the head), not once per node.
         assert rep.uploaded == archive.stat().st_size == rep.archive_bytes
+        loaded = {x["node"]: (x["path"], x["sha256"]) for x in fakert.loaded(fake)}
         for n in info.nodes:
             at = f"{n.workdir}/.gpufleet/images/{sha}.tar"
             # every node loaded its own complete copy, from its own workdir
-            assert (fake / f"loaded.{n.name}").read_text() == f"{at} {sha}\n"
-        assert set(rep.digests.values()) == {pullstandin.DIGEST}
-        assert rep.bytes == {n.name: 3_000_000 for n in info.nodes}
+            assert loaded[n.name] == (at, sha)
+        assert len(fakert.loaded(fake)) == 3
+        # an archive's digest is the image id (config digest) the runtime reports
+        assert set(rep.digests.values()) == {f"sha256:{fakert.IMAGE_ID}"}
+        assert all(_about(rep.bytes[n.name], 3_000_000) for n in info.nodes), rep.bytes
         # Again: every node has the file (same name and size): nothing is sent.
         again = pull.ensure_image(info, g, spec, _facts(info, "podman"), lines.append)
         assert again.uploaded == 0 and again.digests == rep.digests
@@ -144,7 +158,7 @@ def test_archive_without_openssh_here_goes_to_each_node(make_sandbox, fake, tmp_
             info, g, ContainerSpec(image=f"docker-archive:{archive}"), _facts(info), print
         )
     assert rep.uploaded == 2 * 500_000
-    assert all((fake / f"loaded.{n.name}").exists() for n in info.nodes)
+    assert sorted(x["node"] for x in fakert.loaded(fake)) == [n.name for n in info.nodes]
 
 
 def test_missing_archive_is_a_spec_error_naming_image(tmp_path):
@@ -155,27 +169,32 @@ def test_missing_archive_is_a_spec_error_naming_image(tmp_path):
 
 def test_digest_mismatch_names_the_nodes(make_sandbox, fake):
     other = "sha256:" + "cd" * 32
-    (fake / "digest.node-1").write_text(other + "\n")
+    (fakert.node_dir(fake, "node-1") / "digest").write_text(other + "\n")
     info = make_sandbox("t", 3)
     with Group(info) as g, pytest.raises(pull.DigestMismatch) as e:
         pull.ensure_image(info, g, ContainerSpec(image=NGC), _facts(info), lambda _m: None)
     assert e.value.digests == {
-        "node-0": pullstandin.DIGEST, "node-1": other, "node-2": pullstandin.DIGEST
+        "node-0": DIGEST, "node-1": other, "node-2": DIGEST
     }  # fmt: skip
-    assert f"{pullstandin.DIGEST} on node-0, node-2; {other} on node-1" in str(e.value)
+    assert f"{DIGEST} on node-0, node-2; {other} on node-1" in str(e.value)
     assert e.value.hint and "pin" in e.value.hint
 
 
 def test_a_failed_node_names_its_error_after_its_attempts(make_sandbox, fake):
-    (fake / "fail.node-1").write_text("manifest unknown: no tag 25.01-py3\n")
+    (fakert.node_dir(fake, "node-1") / "fail").write_text("manifest unknown: no tag 25.01-py3\n")
     info = make_sandbox("t", 2)
     spec = ContainerSpec(image=NGC, pull_attempts=2)
     with Group(info) as g, pytest.raises(pull.PullFailed) as e:
         pull.ensure_image(info, g, spec, _facts(info), lambda _m: None)
-    assert e.value.errors == {"node-1": "manifest unknown: no tag 25.01-py3"}
+    # the script's error: the last lines of the runtime's output (joined with spaces)
+    assert {n: v.strip() for n, v in e.value.errors.items()} == {
+        "node-1": "manifest unknown: no tag 25.01-py3"
+    }
     assert "node-1: manifest unknown" in str(e.value)
-    calls = (fake / "calls.log").read_text().splitlines()
-    assert len([c for c in calls if c.startswith("node-1 docker pull")]) == 2
+    pulls = [c for c in fakert.calls(fake) if c["op"] == "pull"]
+    assert [(c["node"], c["prog"]) for c in pulls if c["node"] == "node-1"] == [
+        ("node-1", "docker")
+    ] * 2  # spec.pull_attempts
 
 
 def test_attaches_to_the_boot_pull(make_sandbox, fake):
@@ -192,7 +211,7 @@ def test_attaches_to_the_boot_pull(make_sandbox, fake):
         tmp.write_text(json.dumps(doc))
         tmp.rename(boot[node] / "status.json")
 
-    write("node-0", "done", 7_000_000, pullstandin.DIGEST)
+    write("node-0", "done", 7_000_000, DIGEST)
     write("node-1", "pulling", 1_000_000)
     write("node-2", "failed", 0)
 
@@ -200,7 +219,7 @@ def test_attaches_to_the_boot_pull(make_sandbox, fake):
         for i in range(2, 6):
             time.sleep(0.4)
             write("node-1", "pulling", i * 1_000_000)
-        write("node-1", "done", 6_000_000, pullstandin.DIGEST)
+        write("node-1", "done", 6_000_000, DIGEST)
 
     t = threading.Thread(target=finish_boot)
     lines: list[str] = []
@@ -211,7 +230,10 @@ def test_attaches_to_the_boot_pull(make_sandbox, fake):
     t.join()
     print("\n".join(lines))
     assert rep.attached == ["node-0", "node-1"]
-    assert rep.bytes == {"node-0": 7_000_000, "node-1": 6_000_000, "node-2": 3_000_000}
-    pulls = [c.split()[0] for c in (fake / "calls.log").read_text().splitlines() if " pull " in c]
+    assert {n: rep.bytes[n] for n in ("node-0", "node-1")} == {
+        "node-0": 7_000_000, "node-1": 6_000_000
+    }  # fmt: skip
+    assert _about(rep.bytes["node-2"], 3_000_000), rep.bytes  # its own pull, 3 x 1 MB
+    pulls = [c["node"] for c in fakert.calls(fake) if c["op"] == "pull"]
     assert pulls == ["node-2"]
     assert any(ln.startswith("pull node-1 (boot pull): ") and "/s" in ln for ln in lines), lines

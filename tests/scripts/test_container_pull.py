@@ -1,10 +1,11 @@
 """scripts/container_pull.sh run by bash on this host against fakes.
 
-Faked: the container runtime (tests/scripts/fakes/fake_runtime.py as `docker`/`podman` on PATH:
-records argv and stdin, grows a folder as its "download"), the `aws` CLI (prints an ECR token),
-and the cloud metadata endpoints and ACR's /oauth2/exchange (an http.server on 127.0.0.1,
-reached through the script's test-only GPUFLEET_PULL_* base URLs). Real: the script itself
-(bash, flock, du, curl through a recording shim), its stall watch, retries, lock and status file.
+Faked: the container runtime (tests/fakes/runtime.py, the suite's one fake, as `docker`/`podman`
+on PATH: records argv and the login's stdin, grows the folder its `info` names as its
+"download"), the `aws` CLI (prints an ECR token), and the cloud metadata endpoints and ACR's
+/oauth2/exchange (an http.server on 127.0.0.1, reached through the script's test-only
+GPUFLEET_PULL_* base URLs). Real: the script itself (bash, flock, du, curl through a recording
+shim), its stall watch, retries, lock and status file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,11 +26,11 @@ import pytest
 from gpufleet.components import bootstrap, containerpull
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.components.containerimage import parse
+from tests.fakes import runtime as fakert
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "container_pull.sh"
-FAKE = Path(__file__).parent / "fakes" / "fake_runtime.py"
-DIGEST = "sha256:" + "d" * 64
+DIGEST = fakert.DIGEST
 GCE_TOKEN = "ya29.GCE-SECRET-token-4711"
 AZ_TOKEN = "eyJ.AZURE-ENTRA-SECRET.sig"
 ACR_REFRESH = "ACR-REFRESH-SECRET-0815"
@@ -110,13 +110,8 @@ def node(tmp_path, metadata):
     """A fake node: bin/ with the fake runtimes, aws and a recording curl; the env to run with."""
     base, requests = metadata
     fake = tmp_path / "fake"
-    (fake / "storage").mkdir(parents=True)
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    for name in ("docker", "podman"):
-        p = bin_ / name
-        p.write_text(f'#!/bin/sh\nFAKE_PROG={name} exec {sys.executable} {FAKE} "$@"\n')
-        p.chmod(0o755)
+    bin_ = fakert.install(tmp_path / "bin", fake)
+    fakert.configure(fake, chunks=5, chunk=100_000, delay=0.15)
     (bin_ / "curl").write_text(
         f'#!/bin/sh\nprintf "%s\\n" "$*" >> {fake}/curl_argv.txt\n'
         f'exec {shutil.which("curl")} "$@"\n'
@@ -130,7 +125,6 @@ def node(tmp_path, metadata):
     tmp.mkdir()
     env = {
         "PATH": f"{bin_}:/usr/bin:/bin",
-        "FAKE_RT": str(fake),
         "TMPDIR": str(tmp),
         "GPUFLEET_PULL_GCE_METADATA": base,
         "GPUFLEET_PULL_AZURE_IMDS": base,
@@ -154,17 +148,15 @@ def last_status(r) -> dict:
 
 
 def calls(node) -> list[dict]:
-    p = node["fake"] / "calls.jsonl"
-    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+    return fakert.calls(node["fake"])
 
 
 def logins(node) -> list[dict]:
-    p = node["fake"] / "logins.jsonl"
-    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+    return fakert.logins(node["fake"])
 
 
 def plan(node, *steps: str) -> None:
-    (node["fake"] / "plan.json").write_text(json.dumps(list(steps)))
+    fakert.plan(node["fake"], *steps)
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])
@@ -182,6 +174,20 @@ def test_registry_pull_records_bytes_digest_and_status(node, runtime):
     assert pulls == [["pull", image]]  # no login: the node's own runtime configuration
     assert not logins(node)  # a public registry: no login
     assert not list(node["tmp"].glob("gpufleet-pull-auth.*"))  # the private auth folder is gone
+
+
+@pytest.mark.parametrize(("runtime", "field"), [("podman", "Store"), ("docker", "DockerRootDir")])
+def test_the_bytes_are_the_growth_of_the_folder_info_names(node, runtime, field):
+    """The fake's `info` is configurable: its storage moved elsewhere, the script follows it."""
+    moved = node["fake"] / "moved-store"
+    fakert.set_info(
+        node["fake"],
+        {"Store": {"GraphRoot": str(moved)}} if field == "Store" else {field: str(moved)},
+    )
+    r = run(node, "--image", "docker.io/library/ubuntu:24.04", "--stall", "5", runtime=runtime)
+    assert r.returncode == 0, r.stdout + r.stderr
+    on_disk = sum(p.stat().st_size for p in moved.iterdir())
+    assert on_disk == 5 * 100_000 and on_disk <= last_status(r)["bytes"] < on_disk + 65536
 
 
 def test_a_done_status_for_the_same_image_returns_at_once(node):
@@ -325,7 +331,7 @@ def test_an_archive_is_loaded_and_its_image_id_recorded(node, tmp_path, runtime)
     doc = last_status(r)
     print(doc)
     assert r.returncode == 0 and doc["state"] == "done"
-    assert doc["digest"] == "sha256:" + "e" * 64 and doc["image"] == f"oci-archive:{archive}"
+    assert doc["digest"] == f"sha256:{fakert.IMAGE_ID}" and doc["image"] == f"oci-archive:{archive}"
     assert [c["argv"] for c in calls(node) if "load" in c["argv"]] == [["load", "-i", str(archive)]]
     # done for the same archive: at once; a replaced archive is loaded again
     again = ("--archive", str(archive), "--transport", "oci-archive")

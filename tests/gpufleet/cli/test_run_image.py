@@ -3,10 +3,10 @@ before anything exists, --dry-run and --json.
 
 Real: the CLI (gpufleet.cli.main, in-process, so `error:`/`fix:` and the exit code are the
 user's), ClusterSpec/ContainerSpec validation, the state folder, the JSON schemas. Faked: the
-job itself (`run_job`, `JobRequest` where the wiring branch's `container` field is not here
-yet, `run_on_nodes`), the provisioner (nothing is booted), and the sandbox's host check
-(`gpufleet.jobs.containerhost.check_host`, the wiring helper's module) so that both its answers
-can be shown.
+job itself (`run_job`, `JobRequest`, `run_on_nodes`), the provisioner (nothing is booted), and
+the command runner of the sandbox's host check: the REAL `gpufleet.jobs.containerhost.check_host`
+runs with its `run=` seam injected (the probe's output and the start test's exit status are
+faked, this machine's runtime is not asked), so it decides and words the refusal itself.
 """
 
 from __future__ import annotations
@@ -36,23 +36,39 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+CRUN = "Error: crun: setrlimit `RLIMIT_NPROC`: Operation not permitted: OCI permission denied"
+START = "`podman run --rm --network none --rootfs / true`"
+
+
 @pytest.fixture
 def host(monkeypatch):
-    """A stand-in for gpufleet/jobs/containerhost.py: records each check; `.missing` refuses."""
-    from gpufleet.core.errors import MissingTool
+    """The real check_host, its command runner injected: records each check's runtime and
+    argvs. The probe finds podman (or docker, when that is the one asked for); the start test
+    passes, or, with `.broken` set, podman's start exits 126 with crun's error and docker's
+    `info` fails."""
+    from gpufleet.jobs import containerhost
+    from tests.gpufleet.jobs.test_containerhost import _probe_out
 
-    mod = types.ModuleType("gpufleet.jobs.containerhost")
-    mod.calls = []  # type: ignore[attr-defined]
-    mod.missing = None  # type: ignore[attr-defined]
+    real = containerhost.check_host
+    rec = types.SimpleNamespace(calls=[], argvs=[], broken=False)
 
-    def check_host(runtime: str) -> None:
-        mod.calls.append(runtime)  # type: ignore[attr-defined]
-        if mod.missing:  # type: ignore[attr-defined]
-            raise MissingTool(mod.missing, "use --cloud vm: QEMU VMs with podman")  # type: ignore[attr-defined]
+    def check_host(runtime: str = "auto") -> None:
+        rec.calls.append(runtime)
+        found = "docker" if runtime == "docker" else "podman"
 
-    mod.check_host = check_host  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.containerhost", mod)
-    return mod
+        def run(argv, **kw):
+            rec.argvs.append(argv)
+            if argv[:2] == ["sh", "-c"]:  # the probe
+                failed = rec.broken and found == "docker"
+                out = _probe_out("", "docker:info-failed") if failed else _probe_out(found)
+                return types.SimpleNamespace(returncode=0, stdout=out, stderr="")
+            err = CRUN if rec.broken else ""
+            return types.SimpleNamespace(returncode=126 if err else 0, stdout="", stderr=err)
+
+        real(runtime, run=run)
+
+    monkeypatch.setattr(containerhost, "check_host", check_host)
+    return rec
 
 
 @pytest.fixture
@@ -174,15 +190,23 @@ def test_bad_input_names_the_flag_before_anything_exists(
 def test_the_sandbox_without_a_runtime_is_refused_before_anything_is_created(
     capsys, job, host, gpufleet_home
 ):
-    host.missing = "a container runtime that can start containers (podman: crun failed)"
+    host.broken = True
     code, _, err = cli(capsys, *run_args("--image", "busybox"))
     assert code == 2, err
-    assert "error: a container runtime that can start containers" in err
-    assert "fix: use --cloud vm" in err
-    assert host.calls == ["auto"]
+    # containerhost.HostCannotRunContainers' own words, from the real check
+    assert (
+        "error: --image on the sandbox needs docker or podman to start a container on this "
+        f"machine, and it cannot: podman: {START} exited 126: {CRUN}" in err
+    ), err
+    assert "fix: use --cloud vm (its guests run podman), or drop --image" in err
+    assert host.calls == ["auto"] and host.argvs[1][-3:] == ["--rootfs", "/", "true"]
     assert "request" not in job and nothing_created(gpufleet_home)
     code, _, err = cli(capsys, "up", "--container-image", "busybox", "--runtime", "docker")
-    assert code == 2 and "error: a container runtime" in err, err
+    assert code == 2, err
+    assert (
+        "error: --image on the sandbox needs docker to start a container on this machine, "
+        "and it cannot: docker: `docker info` failed" in err
+    ), err
     assert host.calls == ["auto", "docker"] and nothing_created(gpufleet_home)
 
 
@@ -338,9 +362,11 @@ def test_exec_image_on_the_sandbox_is_checked_first(capsys, monkeypatch, host):
 
     monkeypatch.setattr("gpufleet.jobs.exec.run_on_nodes", run_on_nodes)
     state.save(cluster(cloud="local"))
-    host.missing = "podman that can start a container"
+    host.broken = True
     code, _, err = cli(capsys, "exec", "t", "--image", "busybox", "--", "true")
-    assert code == 2 and "error: podman that can start a container" in err, err
+    assert code == 2, err
+    assert f"and it cannot: podman: {START} exited 126: {CRUN}" in err, err
+    assert "fix: use --cloud vm (its guests run podman), or drop --image" in err
 
 
 def test_up_container_image_is_recorded_in_the_clusters_spec(capsys, monkeypatch, gpufleet_home):
