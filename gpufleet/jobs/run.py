@@ -359,24 +359,16 @@ def run_on_cluster(
 
 
 def check_containers(req: JobRequest, existing: ClusterInfo | None) -> None:
-    """Before anything is created: a run with an image needs a provider whose nodes run
-    containers, and on the sandbox (containers="host") a runtime on this machine that works."""
+    """Before anything is created: the run's image where its provider can run it
+    (containerhost.check_where, the one check)."""
+    from gpufleet.jobs import containerhost
+
     cloud = existing.cloud if existing is not None else req.spec.cloud  # type: ignore[union-attr]
     spec = req.container
     if spec is None:
         recorded = req.spec if existing is None else state.load_spec(existing.name)
         spec = recorded.container if recorded is not None else None
-    if spec is None:
-        return
-    where = traits(cloud).containers
-    if where == "host":
-        from gpufleet.jobs import containerhost
-
-        containerhost.check_host(spec.runtime)
-    elif not where:
-        raise SpecError(
-            "container", f"the {cloud} provider runs no containers", "run without --image"
-        )
+    containerhost.check_where(cloud, spec)
 
 
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:

@@ -38,20 +38,19 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def host(monkeypatch):
-    """A stand-in for gpufleet/jobs/containerhost.py: records each check; `.missing` refuses."""
+    """A stand-in for gpufleet/jobs/containerhost.py's check_host (check_where, which calls
+    it, is real): records each check; `.missing` refuses."""
     from gpufleet.core.errors import MissingTool
+    from gpufleet.jobs import containerhost
 
-    mod = types.ModuleType("gpufleet.jobs.containerhost")
-    mod.calls = []  # type: ignore[attr-defined]
-    mod.missing = None  # type: ignore[attr-defined]
+    mod = types.SimpleNamespace(calls=[], missing=None)
 
     def check_host(runtime: str) -> None:
         mod.calls.append(runtime)  # type: ignore[attr-defined]
         if mod.missing:  # type: ignore[attr-defined]
             raise MissingTool(mod.missing, "use --cloud vm: QEMU VMs with podman")  # type: ignore[attr-defined]
 
-    mod.check_host = check_host  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.containerhost", mod)
+    monkeypatch.setattr(containerhost, "check_host", check_host)
     return mod
 
 
@@ -410,3 +409,22 @@ def test_a_stacks_container_mapping_is_the_specs_container():
     bad = on.replace(NGC, "Bad Image")
     with pytest.raises(SpecError, match="container.image: 'Bad Image' is not an image reference"):
         spec_from_config(parse_stack_yaml(bad), "aws-p4d")
+
+
+def test_exec_image_with_tree_is_a_usage_error_before_anything_runs(capsys, monkeypatch, host):
+    """Faked: run_on_nodes (must not be reached), the sandbox's check_host (not asked)."""
+    from gpufleet.core import state
+    from gpufleet.jobs import exec as jobexec
+    from tests.gpufleet.fakes import cluster
+
+    def run_on_nodes(*a, **k):
+        raise AssertionError("ran")
+
+    monkeypatch.setattr("gpufleet.jobs.exec.run_on_nodes", run_on_nodes)
+    state.save(cluster(cloud="local"))
+    code, _, err = cli(capsys, "exec", "t", "--image", "busybox", "--tree", "--", "true")
+    print(err)
+    assert code == 2 and "--tree is not supported with --image" in err, err
+    assert host.calls == []  # refused before this machine's runtime was started
+    with pytest.raises(Exception, match="--tree is not supported with --image"):
+        jobexec.refuse_tree(True, ContainerSpec(image="busybox"))
