@@ -4,7 +4,7 @@ Real: the sandbox's sshd nodes, gpufleet's SSH sessions, the held container sess
 mpirun (Open MPI, over ssh with the run's ssh config), the commands. Faked: the container
 runtime (a script named podman first on the nodes' PATH: containers are process groups and
 state files, an exec gets a container's environment, not the session's), the image pull (a
-stand-in for gpufleet.jobs.pull, written in parallel, that reports one digest per node), and
+stand-in for gpufleet.jobs.pull.ensure_image that reports one digest per node), and
 check_host (this machine's real runtime cannot start a container; test_containerhost.py
 covers that).
 """
@@ -25,7 +25,7 @@ import pytest
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.core import state
 from gpufleet.core.errors import JobFailed
-from gpufleet.jobs import containerhost, health, launch, runs
+from gpufleet.jobs import containerhost, health, launch, pull, runs
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.jobs.run import JobRequest, run_job
 from gpufleet.provision import localsshd
@@ -49,10 +49,6 @@ def _ensure_image(info, group, spec, facts, progress, *, parallel=True):
     )
 
 
-PULL_STUB = types.ModuleType("gpufleet.jobs.pull")
-PULL_STUB.ensure_image = _ensure_image  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def fake_podman(tmp_path_factory, monkeypatch):
     """The fake podman first on every sandbox node's PATH; the pull stand-in; teardown kills
@@ -62,7 +58,7 @@ def fake_podman(tmp_path_factory, monkeypatch):
     fakeruntime.install(root / "bin", st)
     path = localsshd.node_path()
     monkeypatch.setattr(localsshd, "node_path", lambda: f"{root / 'bin'}:{path}")
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", PULL_STUB)
+    monkeypatch.setattr(pull, "ensure_image", _ensure_image)
     monkeypatch.setattr(containerhost, "check_host", lambda runtime: None)
     monkeypatch.setenv("GPUFLEET_FAKE_PODMAN_ROOT", str(root))
     yield st
@@ -192,8 +188,9 @@ def test_fail_fast_removes_every_container_and_what_ran_in_it(
 DRIVER = """
 import sys, types
 sys.path.insert(0, {root!r})
-from tests.integration.test_container_run import PULL_STUB, _request
-sys.modules["gpufleet.jobs.pull"] = PULL_STUB
+from tests.integration.test_container_run import _ensure_image, _request
+from gpufleet.jobs import pull
+pull.ensure_image = _ensure_image
 from gpufleet.jobs import containerhost
 containerhost.check_host = lambda runtime: None  # the fake runtime is on the nodes' PATH only
 from pathlib import Path

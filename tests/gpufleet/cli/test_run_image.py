@@ -12,7 +12,6 @@ can be shown.
 from __future__ import annotations
 
 import json
-import sys
 import types
 from pathlib import Path
 
@@ -123,10 +122,11 @@ def test_an_archive_path_is_made_absolute(capsys, job, tmp_path, monkeypatch):
     assert job["request"]["container"].image == f"oci-archive:{tmp_path / 'img.tar'}"
 
 
-def test_an_archive_is_checked_by_the_pulls_own_check_where_there_is_one(capsys, job, monkeypatch):
-    """gpufleet/jobs/pull.py's check_archive (the pull helper's) is faked here: its answer
-    (path, size) is the path the request gets, and it is asked with the flag's name."""
+def test_an_archive_is_checked_by_the_pulls_own_check(capsys, job, monkeypatch):
+    """gpufleet/jobs/pull.py's check_archive is faked here: its answer (path, size) is the
+    path the request gets, and it is asked with the flag's name."""
     from gpufleet.components.containerimage import ImageRef
+    from gpufleet.jobs import pull
 
     asked = []
 
@@ -134,9 +134,7 @@ def test_an_archive_is_checked_by_the_pulls_own_check_where_there_is_one(capsys,
         asked.append((ref, field))
         return Path("/srv/images/train.tar"), 123
 
-    fake = types.ModuleType("gpufleet.jobs.pull")
-    fake.check_archive = check_archive  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", fake)
+    monkeypatch.setattr(pull, "check_archive", check_archive)
     code, _, err = cli(capsys, *run_args("--cloud", "vm", "--image", "oci-archive:train.tar"))
     assert code == 0, err
     assert asked == [(ImageRef("oci-archive", path="train.tar"), "--image")]
