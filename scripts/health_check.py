@@ -206,6 +206,9 @@ class Expect:
     min_bandwidth_fraction: float = 0.6
     nodes: int = 1  # nodes in the cluster: with one, the inter-node fabric is never used
     nccl_network: bool = True
+    # inside the run's container: only what the ranks see there (IN_CONTAINER); the host's
+    # driver, Fabric Manager, container runtime and devices are checked on the host itself
+    in_container: bool = False
 
 
 @dataclass
@@ -828,9 +831,19 @@ CHECKS: tuple[Callable[[NodeFacts, Expect], Check | None], ...] = (
 )
 
 
+# --in-container: GPU visibility and NCCL's network, as the ranks in the image see them
+IN_CONTAINER: tuple[Callable[[NodeFacts, Expect], Check | None], ...] = (
+    check_gpu_count,
+    check_gpu_model,
+    check_gpu_memory,
+    check_nccl_network,
+)
+
+
 def evaluate(facts: NodeFacts, expect: Expect) -> list[Check]:
     """All checks that apply to this node, in a stable order."""
-    checks = [check for check in (fn(facts, expect) for fn in CHECKS) if check is not None]
+    fns = IN_CONTAINER if expect.in_container else CHECKS
+    checks = [check for check in (fn(facts, expect) for fn in fns) if check is not None]
     return checks + check_probes(facts, expect)
 
 
@@ -1003,18 +1016,19 @@ def gather(
             facts.smi_error = _first_line(err) or f"nvidia-smi -q -x exit {rc}"
         facts.gpus = merge_gpus(csv_gpus, xml_gpus)
         facts.driver_version = facts.driver_version or csv_driver
-    if facts.gpus and expected_nvlinks(facts, expect) is not None:
+    if facts.gpus and not expect.in_container and expected_nvlinks(facts, expect) is not None:
         rc, out, err = run(["nvidia-smi", "nvlink", "--status"])
         if rc == 0:
             facts.nvlink = parse_nvlink_status(out)
         else:
             facts.nvlink_error = _first_line(err) or _first_line(out) or f"exit {rc}"
-    if expect.nvswitch and facts.gpus:
-        gather_fabric_manager(facts, run)
-    facts.rdma = read_rdma_devices(sysfs_root)
-    facts.net_interfaces = read_net_interfaces(sysfs_root)
-    if expect.gpus > 0 and expect.container_check and facts.gpus:
-        gather_docker(facts, expect, run)
+    if not expect.in_container:  # the host's own facts: in a container, checked on the host
+        if expect.nvswitch and facts.gpus:
+            gather_fabric_manager(facts, run)
+        facts.rdma = read_rdma_devices(sysfs_root)
+        facts.net_interfaces = read_net_interfaces(sysfs_root)
+        if expect.gpus > 0 and expect.container_check and facts.gpus:
+            gather_docker(facts, expect, run)
     if expect.probes and facts.gpus:
         facts.probes = run_probes(len(facts.gpus))
     if expect.fabric != "none" and expect.nodes > 1 and expect.nccl_network:
@@ -1135,6 +1149,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--skip-nccl-network", action="store_true", help="skip the NCCL network (plugin) check"
     )
+    p.add_argument(
+        "--in-container",
+        action="store_true",
+        help="inside a run's container: GPU visibility, probes and NCCL network only",
+    )
     p.add_argument("--sysfs-root", default="/", help="prefix for /sys paths (tests)")
     p.add_argument("--node", default="", help="node name in the report (default: hostname)")
     return p.parse_args(argv)
@@ -1159,6 +1178,7 @@ def expect_from_args(args: argparse.Namespace) -> Expect:
         min_bandwidth_fraction=args.min_bandwidth_fraction,
         nodes=args.nodes,
         nccl_network=not args.skip_nccl_network,
+        in_container=args.in_container,
     )
 
 

@@ -101,6 +101,7 @@ def up(
     from gpufleet.cli import documents, spend
     from gpufleet.clusters import cost, lifecycle
     from gpufleet.jobs import validate
+    from gpufleet.jobs.containerhost import check_where
     from gpufleet.provision.ssh import from_flags
 
     cloud = validate.cloud_name(cloud)
@@ -108,7 +109,7 @@ def up(
     policy = opt.policy_option(cloud, no_policy)
     count = validate.node_count(nodes, byo.pop("nodes", None))
     container = ctr.spec(container_image, runtime, [], flag="--container-image")
-    ctr.check_where(cloud, container, "--container-image")
+    check_where(cloud, container, "--container-image")
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,
         cloud=cloud,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.components.errors import SpecError
@@ -52,49 +50,13 @@ def spec(
 
 
 def check_archive(ref: ImageRef, flag: str = "--image") -> ImageRef:
-    """An archive image whose file is readable here, its path made absolute: the pull's own
-    check (gpufleet/jobs/pull.py) where it exists, else whether the file is there."""
+    """An archive image whose file is readable here (the pull's own check), its path made
+    absolute."""
     from gpufleet.components.containerimage import ImageRef
+    from gpufleet.jobs.pull import check_archive as readable
 
-    try:
-        pull = importlib.import_module("gpufleet.jobs.pull")
-    except ModuleNotFoundError as e:
-        if e.name != "gpufleet.jobs.pull":
-            raise
-        pull = None
-    check = getattr(pull, "check_archive", None)
-    if check is not None:
-        path, _size = check(ref, flag)
-        return ImageRef(ref.transport, path=str(path))
-    path = Path(ref.path).expanduser()
-    if not path.is_file():
-        why = "is a folder" if path.is_dir() else "does not exist"
-        raise SpecError(
-            flag,
-            f"{ref}: {path} {why} on this machine",
-            f"give the path of an archive file, e.g. from `podman save --format {ref.transport} "
-            f"-o image.tar IMAGE` ({ref.transport}:image.tar)",
-        )
-    return ImageRef(ref.transport, path=str(path.resolve()))
-
-
-def check_where(cloud: str, container: ContainerSpec | None, flag: str = "--image") -> None:
-    """Refuse `--image` where its containers cannot run: checked before anything is created."""
-    if container is None:
-        return
-    from gpufleet.provision import traits
-
-    where = traits(cloud).containers
-    if not where:
-        raise SpecError(
-            flag,
-            f"--cloud {cloud} runs no containers",
-            f"use --cloud vm (QEMU VMs with podman) or a cloud, or drop {flag}",
-        )
-    if where == "host":
-        from gpufleet.jobs.containerhost import check_host
-
-        check_host(container.runtime)
+    path, _size = readable(ref, flag)
+    return ImageRef(ref.transport, path=str(path))
 
 
 def pull_where(container: ContainerSpec, cloud: str, *, creating: bool) -> str:

@@ -42,10 +42,13 @@ def exec_(
     from gpufleet.cli import container as ctr
     from gpufleet.cli.exec import run_exec
     from gpufleet.core import state
+    from gpufleet.jobs.containerhost import check_where
+    from gpufleet.jobs.exec import refuse_tree
 
     info = state.load(name)
     container = ctr.spec(image, runtime, mount)
-    ctr.check_where(info.cloud, container)
+    refuse_tree(tree, container)
+    check_where(info.cloud, container)
     code = run_exec(info, command, node, timeout, as_json, tree, container)
     if code:
         raise typer.Exit(code)

@@ -135,6 +135,7 @@ def run(
     """
     from gpufleet.cli import container as ctr
     from gpufleet.cli.cluster import spec_from_flags
+    from gpufleet.jobs.containerhost import check_where
     from gpufleet.jobs.launch import LAUNCHERS, LaunchOptions
     from gpufleet.jobs.run import JobRequest, run_job
 
@@ -160,7 +161,7 @@ def run(
             cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr", "no_policy"))
         )
         cloud = state.load(cluster).cloud  # ClusterNotFound before anything runs
-    ctr.check_where(cloud, container)  # e.g. the sandbox without a working runtime
+    check_where(cloud, container)  # e.g. the sandbox without a working runtime
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     byo_options.update(opt.policy_option(cloud, no_policy))
     count = validate.node_count(nodes, byo.pop("nodes", None))

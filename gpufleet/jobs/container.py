@@ -14,6 +14,8 @@ from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import ContainerSpec
 from gpufleet.components.containerflags import NodeFacts
 from gpufleet.core.errors import GpufleetError, MissingTool
+from gpufleet.jobs import pull
+from gpufleet.jobs.pull import PullReport
 
 READY = "gpufleet-container-ready"
 PY_MARK = "gpufleet-container-python:"
@@ -155,6 +157,12 @@ def python_command(node_python: str) -> str:
     return f'for p in {cands}; do {found}; done; echo "{PY_MARK}"'
 
 
+def _python_found(stdout: str) -> str:
+    """python_command's answer: the interpreter's name or path, "" for none."""
+    marks = [ln[len(PY_MARK) :].strip() for ln in stdout.splitlines() if ln.startswith(PY_MARK)]
+    return marks[0] if marks else ""
+
+
 def hop_script(
     info: ClusterInfo, facts: dict[str, NodeFacts], run_id: str, config: str | None = None
 ) -> str:
@@ -226,7 +234,7 @@ class RunContainers:
         spec: ContainerSpec,
         run_id: str,
         facts: dict[str, NodeFacts],
-        report: Any,
+        report: PullReport,
         images: dict[str, str],
     ):
         self.info, self.group, self.spec, self.run_id = info, group, spec, run_id
@@ -234,6 +242,7 @@ class RunContainers:
         self.name = name_of(run_id)
         self.names = {n: container_name(info, run_id, n) for n in facts}
         self.python = info.python
+        self.no_python: dict[str, str] = {}  # node -> the interpreter found, when not one for all
         self._chans: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.removed = False
@@ -271,14 +280,24 @@ class RunContainers:
         if errors:
             raise errors[0]  # type: ignore[misc]
         res = self.group.run(self.every(python_command(self.info.python)), check=False)
-        found = [
-            ln[len(PY_MARK) :]
-            for r in res.values()
-            for ln in r.stdout.splitlines()
-            if ln.startswith(PY_MARK)
-        ]
-        if found and all(found) and len(set(found)) == 1:
-            self.python = found[0]
+        found = {n: _python_found(r.stdout) for n, r in res.items()}
+        if len(set(found.values())) == 1 and all(found.values()):
+            self.python = next(iter(found.values()))
+        else:  # the node's path stays, for a job that needs none (need_python says so)
+            self.no_python = found
+
+    def need_python(self, why: str) -> None:
+        """MissingTool when the image has no interpreter the ranks can use (on some node, or
+        not the same on all): `why` (torchrun, the health gate) would exit 127 in it."""
+        if not self.no_python:
+            return
+        where = "; ".join(f"{n}: {p or 'none'}" for n, p in sorted(self.no_python.items()))
+        image = self.spec.image
+        raise MissingTool(
+            f"python (python3 or python) for {why} in image {image} ({where})",
+            f"use an image with python3 on PATH (e.g. nvcr.io/nvidia/pytorch), or install it "
+            f"in {image}; mpirun with a non-python command needs none",
+        )
 
     def stop(self) -> None:
         """Remove every container of the run now: whatever ran inside ends with it (an exec
@@ -300,14 +319,20 @@ class RunContainers:
                 c.close()
 
     def leftovers(self) -> dict[str, str]:
-        """node -> the names of containers still labelled with this run (none, after stop)."""
+        """node -> the ids of containers still labelled with this run (none, after stop), or
+        "not checked (why)" where the node gave no answer: asked on every node at once."""
+        label = f"label=gpufleet.run={self.run_id}"
+        ps = {
+            n.name: shlex.join([*self.facts[n.name].prefix, "ps", "-a", "-q", "--filter", label])
+            for n in self.group.nodes
+        }
         out = {}
-        for n in self.group.nodes:
-            f = self.facts[n.name]
-            ps = [*f.prefix, "ps", "-a", "-q", "--filter", f"label=gpufleet.run={self.run_id}"]
-            r = self.group.subset([n.name]).run(shlex.join(ps), check=False, timeout=60)[n.name]
-            if r.stdout.strip():
-                out[n.name] = " ".join(r.stdout.split())
+        for n, r in self.group.run(ps, check=False, timeout=60).items():
+            if r.error or r.exit_code is None or r.exit_code != 0:
+                why = r.error or (r.stderr or "").strip()[-200:] or f"exit {r.exit_code}"
+                out[n] = f"not checked ({why})"
+            elif r.stdout.strip():
+                out[n] = " ".join(r.stdout.split())
         return out
 
     def __enter__(self) -> RunContainers:
@@ -382,15 +407,15 @@ def check_efa(rc: RunContainers, interfaces: int, progress: Callable[[str], None
     progress(f"EFA in the containers: {said[0] if said else '?'} on {len(res)} nodes")
 
 
-def _images(spec: ContainerSpec, report: Any, nodes: list[str]) -> dict[str, str]:
+def _images(spec: ContainerSpec, report: PullReport, nodes: list[str]) -> dict[str, str]:
     """What each node runs: a registry image by its reference; a loaded archive by the image
     id it loaded as (its digest), which names no registry."""
     ref = containerimage.parse(spec.image)
     out = {}
     for n in nodes:
-        digest = (getattr(report, "digests", None) or {}).get(n, "")
+        digest = report.digests.get(n, "")
         if ref.is_archive:
-            out[n] = digest or str(getattr(report, "image", "") or ref)
+            out[n] = digest or report.image or str(ref)
         else:
             out[n] = ref.reference
     return out
@@ -415,12 +440,8 @@ def start(
     refuse_fabric(facts, info.fabric, topo)  # before the pull: a refused node pulls nothing
     runtimes = sorted({f"{f.runtime}{' (sudo)' if f.sudo else ''}" for f in facts.values()})
     progress(f"container runtime {', '.join(runtimes)} on {len(facts)} nodes")
-    if ensure is None:
-        import importlib  # written in parallel (pull.py); imported only when a run needs it
-
-        ensure = importlib.import_module("gpufleet.jobs.pull").ensure_image
-    report = ensure(info, group, spec, facts, progress)
-    digests = sorted(set((getattr(report, "digests", None) or {}).values()))
+    report: PullReport = (ensure or pull.ensure_image)(info, group, spec, facts, progress)
+    digests = sorted(set(report.digests.values()))
     progress(f"image {spec.image} digest {', '.join(digests) or '?'} on {len(facts)} nodes")
     rc = RunContainers(info, group, spec, run_id, facts, report, _images(spec, report, list(facts)))
     dirs = (

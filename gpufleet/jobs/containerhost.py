@@ -7,14 +7,18 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.containerflags import NodeFacts, parse_probe, probe_command
 from gpufleet.components.exitcodes import ExitCode
-from gpufleet.core.errors import GpufleetError
+from gpufleet.core.errors import GpufleetError, SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.components.clusterspec import ContainerSpec
 
 Run = Callable[..., Any]  # subprocess.run's shape
 FIX = "use --cloud vm (its guests run podman), or drop --image"
+_WORKS: set[str] = set()  # runtimes check_host saw start a container, in this process
 
 
 class HostCannotRunContainers(GpufleetError):
@@ -86,9 +90,33 @@ def start_test(facts: NodeFacts, run: Run) -> list[str]:
     return [f"`{' '.join(argv)}` exited {r.returncode}" + (f": {err[-1]}" if err else "")]
 
 
-def check_host(runtime: str = "auto", *, run: Run = subprocess.run) -> None:
+def check_where(cloud: str, container: ContainerSpec | None, flag: str = "--image") -> None:
+    """The one check of where a run's or exec's image can run, before anything is created:
+    a provider whose nodes run no containers is refused (naming `flag`); on the sandbox
+    (containers="host") this machine's runtime must start one (check_host)."""
+    if container is None:
+        return
+    from gpufleet.core.providers import traits
+
+    where = traits(cloud).containers
+    if not where:
+        raise SpecError(
+            flag,
+            f"--cloud {cloud} runs no containers",
+            f"use --cloud vm (QEMU VMs with podman) or a cloud, or drop {flag}",
+        )
+    if where == "host":
+        check_host(container.runtime)
+
+
+def check_host(runtime: str = "auto", *, run: Run | None = None) -> None:
     """Raise HostCannotRunContainers naming what is missing or broken on this machine (probe,
-    then a start test, then the known causes), before anything is created."""
+    then a start test, then the known causes), before anything is created. A runtime that
+    started a container once is not started again in this process (the CLI checks before
+    the plan, the job again for its Python callers: one real start per command)."""
+    remember, run = run is None, run or subprocess.run
+    if remember and runtime in _WORKS:
+        return
     want = "docker or podman" if runtime == "auto" else runtime
     try:
         out = run(["sh", "-c", probe_command(runtime)], capture_output=True, text=True, timeout=60)
@@ -97,6 +125,8 @@ def check_host(runtime: str = "auto", *, run: Run = subprocess.run) -> None:
         facts = NodeFacts(problems=(f"the probe could not run ({e})",))
     why = list(facts.problems) if not facts.runtime else start_test(facts, run)
     if not why:
+        if remember:
+            _WORKS.add(runtime)
         return
     if facts.runtime:
         why = [f"{facts.runtime}: {w}" for w in why]

@@ -30,6 +30,7 @@ def run_on_nodes(
     this one command, like a run's, and removed after it."""
     from gpufleet.remote import holder
 
+    refuse_tree(tree, container)
     cmd = " ".join(command)  # as ssh and pdsh do: the remote shell interprets the words
     if container is not None:
         return _in_containers(info, cmd, nodes, timeout, stream, container, progress)
@@ -58,6 +59,19 @@ def run_on_nodes(
     return results
 
 
+def refuse_tree(tree: bool, container: ContainerSpec | None) -> None:
+    """--tree with --image: a usage error before anything runs (the containers are started
+    from here, one per node; the head's fan-out has no part in that)."""
+    if tree and container is not None:
+        from gpufleet.core.errors import GpufleetError
+
+        raise GpufleetError(
+            "--tree is not supported with --image",
+            hint="drop --tree: exec --image reaches every node from here",
+            exit_code=ExitCode.USAGE,
+        )
+
+
 def _in_containers(
     info: ClusterRecord,
     cmd: str,
@@ -72,16 +86,11 @@ def _in_containers(
     import secrets
 
     from gpufleet.core.signals import shielded
-    from gpufleet.jobs import container
+    from gpufleet.jobs import container, containerhost
     from gpufleet.remote import Group
 
     say = progress or (lambda _m: None)
-    from gpufleet.core.providers import traits
-
-    if traits(info.cloud).containers == "host":  # the sandbox: this machine's runtime
-        from gpufleet.jobs import containerhost
-
-        containerhost.check_host(spec.runtime)
+    containerhost.check_where(info.cloud, spec)
     with Group(info, nodes or None) as g:
         g.wait_ready(60, refused_fails=True)
         boxes = container.start(info, g, spec, f"exec-{secrets.token_hex(4)}", say)  # type: ignore[arg-type]

@@ -88,11 +88,20 @@ def expected_for(info: ClusterInfo) -> Expected:
     )
 
 
-def check_command(info: ClusterInfo, exp: Expected) -> str:
+def check_command(
+    info: ClusterInfo, exp: Expected, where: str = "", python: str | None = None
+) -> str:
+    """The node check's line. where="host": the host's part of a run with an image (driver,
+    Fabric Manager, devices; no docker, no torch); "container": the part inside the run's
+    container, with `python` (the image's): GPU visibility, the probes, NCCL's network."""
     import shlex
 
-    args = [info.python, f"{REMOTE_DIR}/{CHECK}", "--expect-gpus", str(exp.gpus)]
+    args = [python or info.python, f"{REMOTE_DIR}/{CHECK}", "--expect-gpus", str(exp.gpus)]
     args += ["--fabric", exp.fabric]
+    if where == "host":
+        args += ["--no-container-check", "--skip-probes", "--skip-nccl-network"]
+    elif where == "container":
+        args.append("--in-container")
     if exp.gpu_model:
         args += ["--expect-model", exp.gpu_model]
     if exp.gpu_memory_gib:
@@ -139,17 +148,44 @@ def _on_nodes(group: Group, cmd: str, wrap: Wrap | None) -> str | dict[str, str]
 
 
 def check_cluster(
-    info: ClusterInfo, group: Group, timeout: float = 600, wrap: Wrap | None = None
+    info: ClusterInfo,
+    group: Group,
+    timeout: float = 600,
+    wrap: Wrap | None = None,
+    python: str | None = None,
 ) -> dict[str, NodeHealth]:
-    """Run the node check everywhere at once (in each node's run container with `wrap`: the
-    scripts are in the workdir, which the container has); node name -> its health."""
+    """Run the node check everywhere at once; node name -> its health. With `wrap` (a run's
+    containers; `python`: the image's interpreter) in two parts: the host's own (driver,
+    Fabric Manager, devices) on the host, what the ranks see in each node's container (the
+    scripts are in the workdir, which the container has); a node passes when both do."""
     _upload(group)
-    cmd = check_command(info, expected_for(info))
-    results = group.run(_on_nodes(group, cmd, wrap), check=False, timeout=timeout)
+    exp = expected_for(info)
+    if wrap is None:
+        return _reports(group.run(check_command(info, exp), check=False, timeout=timeout))
+    host = _reports(group.run(check_command(info, exp, "host"), check=False, timeout=timeout))
+    cmd = check_command(info, exp, "container", python)
+    inside = _reports(group.run(_on_nodes(group, cmd, wrap), check=False, timeout=timeout))
+    return {n: _merged(h, inside[n]) for n, h in host.items()}
+
+
+def _reports(results: dict[str, Any]) -> dict[str, NodeHealth]:
     return {
         name: parse_report(name, r.exit_code, r.stdout, r.error or _stderr_error(r))
         for name, r in results.items()
     }
+
+
+def _merged(host: NodeHealth, inside: NodeHealth) -> NodeHealth:
+    """One node's health from its host check and its in-container check."""
+    errors = [
+        f"{where}: {h.error}" for where, h in (("host", host), ("container", inside)) if h.error
+    ]
+    return NodeHealth(
+        host.node,
+        host.ok and inside.ok,
+        checks=host.checks + inside.checks,
+        error="; ".join(errors) or None,
+    )
 
 
 def _stderr_error(r: Any) -> str | None:
@@ -216,15 +252,20 @@ def check(
     return reports, probe
 
 
-def gate(info: ClusterInfo, group: Group, wrap: Wrap | None = None) -> dict[str, NodeHealth]:
+def gate(
+    info: ClusterInfo, group: Group, wrap: Wrap | None = None, python: str | None = None
+) -> dict[str, NodeHealth]:
     """Raise UnhealthyCluster naming the failing nodes; return the reports when all pass."""
-    reports = check_cluster(info, group, wrap=wrap)
+    reports = check_cluster(info, group, wrap=wrap, python=python)
     failed = [h for h in reports.values() if not h.ok]
     if failed:
         raise UnhealthyCluster(info.name, failed)
     return reports
 
 
-def gate_hook(info: ClusterInfo, group: Group, wrap: Wrap | None = None) -> None:
-    """The `run --health-gate` hook (`wrap`: the run's containers, when it has an image)."""
-    gate(info, group, wrap)
+def gate_hook(
+    info: ClusterInfo, group: Group, wrap: Wrap | None = None, python: str | None = None
+) -> None:
+    """The `run --health-gate` hook (`wrap`: the run's containers, when it has an image;
+    `python`: the image's interpreter, for the part of the check inside them)."""
+    gate(info, group, wrap, python)

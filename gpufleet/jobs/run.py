@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import os
 import shlex
@@ -70,10 +69,8 @@ RENEW_S = _env_seconds("GPUFLEET_LEASE_RENEW_S", 60)
 BOOT_LEASE_MINUTES = 45
 
 
-# run_job's record of the image and its digests (runs.Recorder.image), for _job to call
-_ON_IMAGE: contextvars.ContextVar[Callable[[str, dict[str, str]], None] | None] = (
-    contextvars.ContextVar("gpufleet_on_image", default=None)
-)
+# run_job's record of the image and its digests (runs.Recorder.image), called by _job
+OnImage = Callable[[str, dict[str, str]], None]
 
 
 @dataclass
@@ -85,7 +82,8 @@ class JobRequest:
     setup: str | None = None
     keep: bool = False  # keep a cluster this run created
     ssh_timeout: float | None = 600.0  # None: as long as the provider says (as `up` waits)
-    # called (info, group), and with wrap=RunContainers.wrap too when the run has an image
+    # called (info, group); with an image also wrap=RunContainers.wrap and python=the image's
+    # interpreter (info then is the hosts': their part of the check runs outside the image)
     health_gate: Callable[..., None] | None = None
     fail_fast: bool = True  # the first failing node stops the job everywhere
     include: list[str] = field(default_factory=list)  # sync these too, .gitignore or not
@@ -266,11 +264,7 @@ def run_job(
     try:
         if req.timeout_s:
             deadline.arm(req.timeout_s)
-        token = _ON_IMAGE.set(recorder.image)
-        try:
-            code = job_code = run_on_cluster(req, say, tee)
-        finally:
-            _ON_IMAGE.reset(token)
+        code = job_code = run_on_cluster(req, say, tee, recorder.image)
         status = "succeeded" if code == 0 else "failed"
         return code
     except deadline.TimedOut as e:
@@ -343,9 +337,12 @@ def with_boot_lease(spec: ClusterSpec) -> ClusterSpec:
     return spec.with_(boot_lease_minutes=BOOT_LEASE_MINUTES)
 
 
-def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
+def run_on_cluster(
+    req: JobRequest, progress: Progress, stream: Stream, on_image: OnImage | None = None
+) -> int:
     """The job on its cluster: created for it (and removed after, unless kept) or an existing
-    one. 0, or JobFailed carrying the first failing rank's code, or Interrupted."""
+    one. 0, or JobFailed carrying the first failing rank's code, or Interrupted. on_image:
+    called (image, node -> digest) once a run with an image has it on every node."""
     try:
         cluster: contextlib.AbstractContextManager[ClusterInfo]
         if req.cluster:
@@ -356,30 +353,22 @@ def run_on_cluster(req: JobRequest, progress: Progress, stream: Stream) -> int:
                 with_boot_lease(req.spec), progress, keep=req.keep, **req.provision_options
             )
         with cluster as info:
-            return _job(info, req, progress, stream, created=req.cluster is None)
+            return _job(info, req, progress, stream, req.cluster is None, on_image)
     finally:
         raise_pending()  # a signal during teardown still ends the CLI with its code
 
 
 def check_containers(req: JobRequest, existing: ClusterInfo | None) -> None:
-    """Before anything is created: a run with an image needs a provider whose nodes run
-    containers, and on the sandbox (containers="host") a runtime on this machine that works."""
+    """Before anything is created: the run's image where its provider can run it
+    (containerhost.check_where, the one check)."""
+    from gpufleet.jobs import containerhost
+
     cloud = existing.cloud if existing is not None else req.spec.cloud  # type: ignore[union-attr]
     spec = req.container
     if spec is None:
         recorded = req.spec if existing is None else state.load_spec(existing.name)
         spec = recorded.container if recorded is not None else None
-    if spec is None:
-        return
-    where = traits(cloud).containers
-    if where == "host":
-        from gpufleet.jobs import containerhost
-
-        containerhost.check_host(spec.runtime)
-    elif not where:
-        raise SpecError(
-            "container", f"the {cloud} provider runs no containers", "run without --image"
-        )
+    containerhost.check_where(cloud, spec)
 
 
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
@@ -390,12 +379,28 @@ def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
     return spec.container if spec is not None else None
 
 
+def _close_containers(boxes: Any, progress: Progress) -> None:
+    """Remove the run's containers; whatever goes wrong is said, and the teardown after it
+    (lease, connections, the cluster) still runs."""
+    try:
+        left = boxes.close()
+    except Exception as e:
+        progress(f"containers of run {boxes.run_id} not removed: {type(e).__name__}: {e}")
+        return
+    if left:
+        progress(
+            f"containers of run {boxes.run_id} still on "
+            + "; ".join(f"{n} ({ids})" for n, ids in sorted(left.items()))
+        )
+
+
 def _job(
     info: ClusterInfo,
     req: JobRequest,
     progress: Progress,
     stream: Stream,
     created: bool,
+    on_image: OnImage | None = None,
 ) -> int:
     """Wait for SSH, renew the lease of a cluster it created, sync, set up, gate, launch."""
     from gpufleet.jobs import container
@@ -425,11 +430,14 @@ def _job(
         if cspec is not None:
             hop = opts.launcher in ("mpirun", "deepspeed")
             boxes = container.start(info, group, cspec, opts.run_id, progress, ssh_keys=hop)
-            on_image = _ON_IMAGE.get()
             if on_image is not None:
                 on_image(cspec.image, dict(boxes.report.digests))
+            if opts.launcher in ("torchrun", "deepspeed"):
+                boxes.need_python(f"--launcher {opts.launcher}")
+            if req.health_gate:
+                boxes.need_python("the health gate")
             # the ranks' interpreter is the image's (jobs/container.py python_command)
-            info = info.model_copy(update={"python": boxes.python})
+            host_info, info = info, info.model_copy(update={"python": boxes.python})
             opts = dataclasses.replace(opts, container=True)
             wrap = boxes.wrap
         if req.setup:
@@ -439,8 +447,8 @@ def _job(
                 setup = boxes.every(setup_command(info, req.setup))
             group.run(setup, stream=stream, what="setup", liveness=True)
         if req.health_gate:
-            if wrap is not None:
-                req.health_gate(info, group, wrap=wrap)
+            if boxes is not None:  # the host's part with its python, the rest in the image's
+                req.health_gate(host_info, group, wrap=boxes.wrap, python=boxes.python)
             else:
                 req.health_gate(info, group)
         group.put(launch.run_files(info, opts))
@@ -498,12 +506,7 @@ def _job(
         shield.__enter__()
         try:
             if boxes is not None:
-                left = boxes.close()
-                if left:
-                    progress(
-                        f"containers of run {boxes.run_id} still on "
-                        + "; ".join(f"{n} ({ids})" for n, ids in sorted(left.items()))
-                    )
+                _close_containers(boxes, progress)
             if lease is not None:
                 lease.stop()
             if created and req.keep and group is not None and LEASE in group.may_write:

@@ -696,3 +696,25 @@ def test_node_check_fails_on_aws_ofi_nccl_over_libfabric_tcp(hc):
     )
     assert not check.ok and check.value == "libfabric-tcp"
     assert "aws-ofi-nccl on libfabric's tcp provider, not efa" in check.detail
+
+
+def test_in_container_checks_what_the_ranks_see_without_the_hosts_tools(tmp_path):
+    """Faked: nvidia-smi (8 x A100 NVSwitch fixture), the only tool in the "image": no
+    nv-fabricmanager, no docker, no EFA devices in its /sys. --in-container passes there;
+    the same node checked as a whole in that place fails on the host's tools."""
+    image_bin = tmp_path / "bin"
+    image_bin.mkdir()
+    (image_bin / "nvidia-smi").symlink_to(FIXTURES / "bin" / "nvidia-smi")
+    path = f"{image_bin}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    args = ["--expect-gpus=8", "--expect-model=A100", "--expect-memory-gib=40", "--fabric=efa"]
+    args += ["--nvswitch", "--expect-fabric-devices=4", "--skip-probes", "--nodes=2"]
+    args += ["--skip-nccl-network", f"--sysfs-root={tmp_path}"]
+    whole = json.loads(run_script(args, path, A100).stdout)
+    assert {"fabric_manager", "container_runtime", "fabric_devices"} <= set(whole["failed"])
+    proc = run_script([*args, "--in-container"], path, A100)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    print(doc["failed"], [c["name"] for c in doc["checks"]])
+    assert doc["ok"] is True, doc["failed"]
+    assert [c["name"] for c in doc["checks"]] == ["gpu_count", "gpu_model", "gpu_memory"]
+    assert doc["expected"]["in_container"] is True

@@ -12,7 +12,6 @@ faked, this machine's runtime is not asked), so it decides and words the refusal
 from __future__ import annotations
 
 import json
-import sys
 import types
 from pathlib import Path
 
@@ -140,10 +139,11 @@ def test_an_archive_path_is_made_absolute(capsys, job, tmp_path, monkeypatch):
     assert job["request"]["container"].image == f"oci-archive:{tmp_path / 'img.tar'}"
 
 
-def test_an_archive_is_checked_by_the_pulls_own_check_where_there_is_one(capsys, job, monkeypatch):
-    """gpufleet/jobs/pull.py's check_archive (the pull helper's) is faked here: its answer
-    (path, size) is the path the request gets, and it is asked with the flag's name."""
+def test_an_archive_is_checked_by_the_pulls_own_check(capsys, job, monkeypatch):
+    """gpufleet/jobs/pull.py's check_archive is faked here: its answer (path, size) is the
+    path the request gets, and it is asked with the flag's name."""
     from gpufleet.components.containerimage import ImageRef
+    from gpufleet.jobs import pull
 
     asked = []
 
@@ -151,9 +151,7 @@ def test_an_archive_is_checked_by_the_pulls_own_check_where_there_is_one(capsys,
         asked.append((ref, field))
         return Path("/srv/images/train.tar"), 123
 
-    fake = types.ModuleType("gpufleet.jobs.pull")
-    fake.check_archive = check_archive  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpufleet.jobs.pull", fake)
+    monkeypatch.setattr(pull, "check_archive", check_archive)
     code, _, err = cli(capsys, *run_args("--cloud", "vm", "--image", "oci-archive:train.tar"))
     assert code == 0, err
     assert asked == [(ImageRef("oci-archive", path="train.tar"), "--image")]
@@ -436,3 +434,22 @@ def test_a_stacks_container_mapping_is_the_specs_container():
     bad = on.replace(NGC, "Bad Image")
     with pytest.raises(SpecError, match="container.image: 'Bad Image' is not an image reference"):
         spec_from_config(parse_stack_yaml(bad), "aws-p4d")
+
+
+def test_exec_image_with_tree_is_a_usage_error_before_anything_runs(capsys, monkeypatch, host):
+    """Faked: run_on_nodes (must not be reached), the sandbox's check_host (not asked)."""
+    from gpufleet.core import state
+    from gpufleet.jobs import exec as jobexec
+    from tests.gpufleet.fakes import cluster
+
+    def run_on_nodes(*a, **k):
+        raise AssertionError("ran")
+
+    monkeypatch.setattr("gpufleet.jobs.exec.run_on_nodes", run_on_nodes)
+    state.save(cluster(cloud="local"))
+    code, _, err = cli(capsys, "exec", "t", "--image", "busybox", "--tree", "--", "true")
+    print(err)
+    assert code == 2 and "--tree is not supported with --image" in err, err
+    assert host.calls == []  # refused before this machine's runtime was started
+    with pytest.raises(Exception, match="--tree is not supported with --image"):
+        jobexec.refuse_tree(True, ContainerSpec(image="busybox"))

@@ -105,7 +105,7 @@ def test_run_job_from_python_checks_the_budget_before_anything_is_created(monkey
 def test_run_job_from_python_records_the_run_and_its_end(monkeypatch):
     state.save(fakes.cluster(cloud="local", gpus=0, n=3))
 
-    def failing(req, progress, stream):
+    def failing(req, progress, stream, on_image=None):
         progress("on the nodes")
         stream("node-1", "a line", False)
         raise JobFailed("node-1", 3)

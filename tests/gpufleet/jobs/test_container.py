@@ -448,3 +448,60 @@ def test_the_tcpxo_keeper_is_shellcheck_clean(tmp_path):
     )
     r = subprocess.run(["shellcheck", str(tmp_path / "keeper.sh")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+
+class _Answers(FakeGroup):
+    """FakeGroup whose python_command and `ps` answers are given per node (faked: the nodes'
+    shells; real: start(), _start's detection, leftovers())."""
+
+    def __init__(self, info, python: dict[str, str], ps: dict[str, types.SimpleNamespace]):
+        super().__init__(info, {n.name: _doc() for n in info.nodes})
+        self.python, self.ps = python, ps
+
+    def run(self, command, check=True, timeout=None, **kw):
+        out = super().run(command, check, timeout, **kw)
+        if "gpufleet-container-python:" in str(command):
+            for n, p in self.python.items():
+                out[n].stdout = f"gpufleet-container-python:{p}\n"
+        if "label=gpufleet.run=" in str(command):
+            out.update(self.ps)
+        return out
+
+
+def _ensure(info_, group_, spec, facts, progress):
+    return types.SimpleNamespace(image=spec.image, digests={n: "sha256:d" for n in facts})
+
+
+def test_an_image_without_python_is_refused_naming_image_node_and_fix():
+    info = fakes.cluster(gpus=0)
+    group = _Answers(info, {"node-0": "python3", "node-1": ""}, {})
+    boxes = container.start(info, group, ContainerSpec(image="busybox:1"), "r1", print,
+                            ensure=_ensure)  # fmt: skip
+    with pytest.raises(MissingTool) as e:
+        boxes.need_python("torchrun")
+    msg = str(e.value)
+    print(msg, "|", e.value.hint)
+    assert "busybox:1" in msg and "torchrun" in msg and "node-1: none" in msg
+    assert "python3" in e.value.hint
+    ok = container.start(info, _Answers(info, {"node-0": "python3", "node-1": "python3"}, {}),
+                         ContainerSpec(image="img:1"), "r2", print, ensure=_ensure)  # fmt: skip
+    ok.need_python("torchrun")  # every node has the same one: nothing to say
+    assert ok.python == "python3"
+
+
+def test_leftovers_asks_every_node_at_once_and_an_unanswered_node_is_not_checked():
+    info = fakes.cluster(gpus=0)
+    ns = types.SimpleNamespace
+    ps = {
+        "node-0": ns(exit_code=0, stdout="abc123\n", stderr="", ok=True, error=None),
+        "node-1": ns(exit_code=None, stdout="", stderr="", ok=False, error="lost: reset"),
+    }
+    group = _Answers(info, {"node-0": "python3", "node-1": "python3"}, ps)
+    boxes = container.start(info, group, ContainerSpec(image="img:1"), "r1", print,
+                            ensure=_ensure)  # fmt: skip
+    before = len(group.ran)
+    left = boxes.leftovers()
+    print(left)
+    asked = group.ran[before:]
+    assert len(asked) == 1 and isinstance(asked[0], dict) and set(asked[0]) == {"node-0", "node-1"}
+    assert left == {"node-0": "abc123", "node-1": "not checked (lost: reset)"}

@@ -114,3 +114,33 @@ def test_this_machine_as_it_is():
         else:
             assert rt in msg
     assert "--cloud vm" in e.value.hint
+
+
+def test_check_where_refuses_a_provider_without_containers_naming_the_flag(monkeypatch):
+    """The one check (run, exec and up call it): a provider whose containers trait is ""."""
+    from gpufleet.components.clusterspec import ContainerSpec
+    from gpufleet.components.errors import SpecError
+
+    monkeypatch.setattr(
+        "gpufleet.core.providers.traits", lambda cloud: types.SimpleNamespace(containers="")
+    )
+    with pytest.raises(SpecError) as e:
+        containerhost.check_where("none", ContainerSpec(image="img:1"), "--container-image")
+    print(e.value)
+    assert e.value.field == "--container-image" and "runs no containers" in str(e.value)
+    containerhost.check_where("none", None)  # no image: nothing to check
+
+
+def test_the_sandbox_starts_a_container_once_per_command(monkeypatch):
+    """Faked: subprocess.run (the probe and podman's start). Real: check_where, check_host.
+    The CLI checks before the plan and run_job again for its Python callers: one start."""
+    from gpufleet.components.clusterspec import ContainerSpec
+
+    run, calls = _fake_run(_probe_out("podman"))
+    monkeypatch.setattr(containerhost.subprocess, "run", run)
+    monkeypatch.setattr(containerhost, "_WORKS", set())
+    spec = ContainerSpec(image="img:1", runtime="podman")
+    containerhost.check_where("local", spec)
+    containerhost.check_where("local", spec)
+    starts = [c for c in calls if c[:2] == ["podman", "run"]]
+    assert len(starts) == 1, calls

@@ -123,3 +123,80 @@ def test_the_gate_tells_the_node_check_how_many_nodes_use_the_fabric():
     assert "--nodes 2" in health.check_command(c, health.expected_for(c))
     local = cluster()
     assert "--nodes" not in health.check_command(local, health.expected_for(local))
+
+
+class LocalNodes:
+    """Each node a process on this machine that really runs the node check (scripts/
+    health_check.py). Faked: nvidia-smi, nv-fabricmanager and docker (tests/scripts/fixtures/
+    bin, an 8 x A100 NVSwitch node). The host has all three on PATH; `in_container` wraps a
+    command into an environment with nvidia-smi alone, as a rank container sees the node (the
+    host's Fabric Manager and docker are not in the image)."""
+
+    def __init__(self, info, workdir, fixture):
+        import os
+
+        from tests.scripts import FIXTURES
+
+        self.nodes, self.workdir = list(info.nodes), workdir
+        self.env = {"LANG": "C.UTF-8", "GPUFLEET_FAKE_SMI_DIR": str(fixture)}
+        self.host_path = f"{FIXTURES / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
+        image_bin = workdir / "image-bin"
+        image_bin.mkdir()
+        (image_bin / "nvidia-smi").symlink_to(FIXTURES / "bin" / "nvidia-smi")
+        self.image_path = f"{image_bin}{os.pathsep}/usr/bin{os.pathsep}/bin"
+        self.ran: list[str] = []
+
+    def put(self, files):
+        for path, text in files.items():
+            (self.workdir / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.workdir / path).write_text(text)
+
+    def in_container(self, node, cmd):
+        import shlex
+
+        return f"PATH={shlex.quote(self.image_path)} sh -c {shlex.quote(cmd)}"
+
+    def run(self, cmd, *, check=True, timeout=None):
+        import subprocess
+
+        out = {}
+        for n in self.nodes:
+            line = cmd if isinstance(cmd, str) else cmd[n.name]
+            self.ran.append(line)
+            env = {**self.env, "PATH": self.host_path}
+            p = subprocess.run(["sh", "-c", line], cwd=self.workdir, env=env, text=True,
+                               capture_output=True, timeout=120)  # fmt: skip
+            out[n.name] = SimpleNamespace(exit_code=p.returncode, error=None, stdout=p.stdout,
+                                          stderr=p.stderr)  # fmt: skip
+        return out
+
+
+def test_the_gate_of_a_run_with_an_image_checks_the_host_outside_and_the_gpus_inside(
+    monkeypatch, tmp_path
+):
+    """An NVSwitch GPU node (8 x A100, Fabric Manager on the host): the gate of a run with an
+    image passes, with Fabric Manager and docker checked on the host, the GPUs in the image.
+    Before the fix the whole check ran in the container: 'Fabric Manager not found' there."""
+    import sys
+
+    from tests.scripts import FIXTURES
+
+    info = cluster().model_copy(update={"python": sys.executable})
+    exp = health.Expected(gpus=8, gpu_model="A100", gpu_memory_gib=40, nvswitch=True)
+    monkeypatch.setattr(health, "expected_for", lambda _info: exp)
+    group = LocalNodes(info, tmp_path, FIXTURES / "a100-sxm4-40gb")
+    reports = health.gate(info, group, wrap=group.in_container, python=sys.executable)
+    print({n: [c["name"] for c in h.checks] for n, h in reports.items()})
+    names = [c["name"] for c in reports["node-0"].checks]
+    assert "fabric_manager" in names and "container_runtime" not in names
+    assert names.count("gpu_count") == 2  # seen from the host, and from inside the image
+    host, inside = group.ran[0], group.ran[-1]
+    assert "--no-container-check" in host and "--in-container" not in host
+    assert "--in-container" in inside and inside.startswith("PATH=")
+
+
+def test_a_node_fails_when_either_part_fails():
+    ok = health.NodeHealth("node-0", True, checks=[{"name": "gpu_count", "ok": True}])
+    bad = health.NodeHealth("node-0", False, error="check exited 127 without a JSON report")
+    merged = health._merged(ok, bad)
+    assert not merged.ok and merged.reasons == ["container: check exited 127 without a JSON report"]

@@ -99,3 +99,101 @@ def test_kept_cluster_says_which_nodes_still_hold_a_lease_and_how_to_remove_it()
     assert job.drop_lease(group, "c1", said.append) == {"node-1": "timed out"}
     assert len(said) == 1 and "node-1 (timed out)" in said[0] and "removes itself" in said[0]
     assert "`gpufleet exec c1 --node node-1 -- sudo rm -f /var/lib/gpufleet/lease`" in said[0]
+
+
+class JobGroup:
+    """A Group for _job: every node reachable, gpufleet may write its lease; records the
+    lease writes and the close (faked: the nodes; real: _job's order of work and teardown)."""
+
+    def __init__(self, info):
+        from gpufleet.provision import LEASE
+
+        self.nodes, self.may_write, self.leases, self.closed = list(info.nodes), {LEASE}, [], False
+
+    def write_lease(self, seconds):
+        self.leases.append(seconds)
+        return {n.name: None for n in self.nodes}
+
+    def run(self, command, **kw):
+        return {}
+
+    def close(self):
+        self.closed = True
+
+
+class Boxes:
+    """RunContainers' face as _job uses it; close() fails as a dead connection's would."""
+
+    run_id, python = "r1", "/opt/conda/bin/python3"
+
+    def __init__(self):
+        import types
+
+        self.report = types.SimpleNamespace(image="img:1", digests={"node-0": "sha256:d"})
+        self.needed: list[str] = []
+
+    def need_python(self, why):
+        self.needed.append(why)
+
+    def wrap(self, node, cmd):
+        return f"in-container {cmd}"
+
+    def close(self):
+        raise RuntimeError("socket closed")
+
+
+def _container_job(monkeypatch, tmp_path, gate):
+    from gpufleet.components.clusterspec import ContainerSpec
+    from gpufleet.core import signals
+    from gpufleet.jobs import container
+
+    monkeypatch.setattr(signals._shielded, "on", False, raising=False)  # _job leaves it up
+    info = clusters.cluster(n=2)
+    group, boxes, said = JobGroup(info), Boxes(), []
+    monkeypatch.setattr(job, "Group", lambda _info: group)
+    monkeypatch.setattr(job.lifecycle, "wait_ready", lambda *a, **k: None)
+    monkeypatch.setattr(job.sync, "sync", lambda *a, **k: None)
+    monkeypatch.setattr(container, "start", lambda *a, **k: boxes)
+    req = job.JobRequest(
+        launch=LaunchOptions(launcher="torchrun", command=["t.py"], run_id="r1"),
+        workdir=tmp_path,
+        cluster="t",
+        keep=True,
+        container=ContainerSpec(image="img:1"),
+        health_gate=gate,
+    )
+    images: list[tuple] = []
+    with pytest.raises(SpecError, match="gate said no"):
+        job._job(info, req, said.append, print, True, lambda *a: images.append(a))
+    return info, group, boxes, said, images
+
+
+def test_a_failing_container_close_still_stops_the_lease_and_closes_the_connections(
+    monkeypatch, tmp_path
+):
+    """Faked: the nodes, the containers (their close() raises). Real: _job's teardown."""
+
+    def gate(info, group, **kw):
+        raise SpecError("gate", "gate said no", "fix")
+
+    _info, group, _boxes, said, _images = _container_job(monkeypatch, tmp_path, gate)
+    print(said)
+    assert any("not removed: RuntimeError: socket closed" in s for s in said)
+    assert group.leases[-1] is None  # kept cluster: its lease removed after the failed close
+    assert group.closed
+
+
+def test_the_gate_gets_the_hosts_info_and_the_images_python_and_python_is_required(
+    monkeypatch, tmp_path
+):
+    seen = {}
+
+    def gate(info, group, **kw):
+        seen.update(kw, python_of_info=info.python)
+        raise SpecError("gate", "gate said no", "fix")
+
+    info, _g, boxes, _said, images = _container_job(monkeypatch, tmp_path, gate)
+    assert seen["python"] == "/opt/conda/bin/python3" and seen["python_of_info"] == info.python
+    assert seen["wrap"]("node-0", "x") == "in-container x"
+    assert boxes.needed == ["--launcher torchrun", "the health gate"]
+    assert images == [("docker.io/library/img:1", {"node-0": "sha256:d"})]
