@@ -14,7 +14,7 @@ from gpufleet.components.gcp.byo import bringing, check_gpu_networks, split_args
 from gpufleet.components.gcp.identity import SharedIdentity
 from gpufleet.components.gcp.network import build_networks, worker_nat
 from gpufleet.components.gcp.providerregion import provider_region, with_provider_region
-from gpufleet.components.gcp.pullaccess import fleet_project, grant_reader, refuse_foreign_ecr
+from gpufleet.components.gcp.pullaccess import grant_reader, refuse_foreign_ecr
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
     DLVM_IMAGE,
@@ -139,9 +139,7 @@ class GcpGpuFleet(GpufleetComponent):
         self_delete = SharedIdentity(name, child)
         # The container image's repository in this project: readable by the nodes before any
         # boots (the VMs wait for the grant; the boot pull uses it).
-        reader = grant_reader(
-            name, spec, self_delete.member, fleet_project(live=not offline()), child
-        )
+        reader = grant_reader(name, spec, self_delete.member, not offline(), child)
         # Labels that change stay on the instance (labels update in place: setLabels) and off
         # the boot disk, whose labels force a new VM in providers before
         # terraform-provider-google v7.3.0: the expiry changes with every TTL change, and the

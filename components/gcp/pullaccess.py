@@ -74,10 +74,10 @@ def fleet_project(live: bool) -> str | None:
 
 
 def grant_reader(
-    name: str, spec: ClusterSpec, member: Any, project: str | None, opts: pulumi.ResourceOptions
+    name: str, spec: ClusterSpec, member: Any, live: bool, opts: pulumi.ResourceOptions
 ) -> Any:
     """roles/artifactregistry.reader on the image's repository for the nodes' account, when the
-    repository is in the fleet's own `project`; None otherwise.
+    repository is in the fleet's own project (fleet_project(live)); None otherwise.
 
     An image in another project gets no grant: setting a policy there needs
     artifactregistry.repositories.setIamPolicy in that project (Google's public images, e.g.
@@ -94,6 +94,7 @@ def grant_reader(
     repo = gar_repository(parse(spec.container.image))
     if repo is None:
         return None
+    project = fleet_project(live)
     if project is not None and repo.project != project:
         pulumi.log.warn(
             f"container.image {spec.container.image} is in project {repo.project}, not the "
