@@ -30,6 +30,14 @@ MAX_TTL_MINUTES = 366 * 1440
 MAX_NODES = {"local": 128, "vm": 16, "ssh": 1024, "aws": 512, "gcp": 512, "azure": 200}
 
 
+# An ACR registry's ARM id (ARM resource ids are case-insensitive).
+_ACR_ID = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[^/]+/providers/"
+    r"Microsoft\.ContainerRegistry/registries/[a-zA-Z0-9]{5,50}",
+    re.IGNORECASE,
+)
+
+
 class ContainerSpec(BaseModel):
     """The image every rank, `--setup` and the health checks run in (`run --image`)."""
 
@@ -51,6 +59,27 @@ class ContainerSpec(BaseModel):
         description="more node paths in the container, SRC:DST[:ro] (the workdir always is)",
     )
 
+    registry_id: str | None = Field(
+        None,
+        description="Azure: the ARM id of the ACR registry the image is in "
+        "(/subscriptions/S/resourceGroups/G/providers/Microsoft.ContainerRegistry/registries/N); "
+        "each node's identity gets AcrPull on it. Required for a NAME.azurecr.io image on "
+        "Azure (the host does not name the registry's subscription or group)",
+    )
+
+    @field_validator("registry_id")
+    @classmethod
+    def _registry_id(cls, v: str | None) -> str | None:
+        if v is not None and not _ACR_ID.fullmatch(v):
+            raise SpecError(
+                "container.registry_id",
+                f"{v!r} is not an ACR registry's resource id",
+                "give /subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.ContainerRegistry/registries/<name> "
+                "(`az acr show -n <name> --query id -o tsv`)",
+            )
+        return v
+
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, v: list[str]) -> list[str]:
@@ -71,6 +100,19 @@ class ContainerSpec(BaseModel):
         from gpufleet.components.containerimage import parse
 
         return str(parse(v))
+
+    @model_validator(mode="after")
+    def _registry_id_for_acr(self) -> ContainerSpec:
+        from gpufleet.components.containerimage import parse
+
+        if self.registry_id is not None and parse(self.image).registry_kind != "acr":
+            raise SpecError(
+                "container.registry_id",
+                f"is set, but container.image {self.image} is not in an ACR registry "
+                "(NAME.azurecr.io)",
+                "drop registry_id, or give the ACR image it is for",
+            )
+        return self
 
 
 class ClusterSpec(BaseModel):

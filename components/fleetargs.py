@@ -26,6 +26,12 @@ class ContainerArgs(TypedDict, total=False):
     """A pull that gets no new bytes for this long is retried (default 300)."""
     pull_attempts: int
     """Tries per node before the pull fails (default 3)."""
+    mounts: list[str]
+    """More node paths in the container, SRC:DST[:ro] (the workdir always is)."""
+    registry_id: str
+    """Azure: the ARM id of the ACR registry a NAME.azurecr.io image is in
+    (/subscriptions/S/resourceGroups/G/providers/Microsoft.ContainerRegistry/registries/N);
+    each node's identity gets AcrPull on it. Required for such an image on Azure."""
 
 
 class FleetArgs(TypedDict, total=False):

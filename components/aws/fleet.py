@@ -18,6 +18,7 @@ from gpufleet.components.aws.network import (
     take_user_network,
 )
 from gpufleet.components.aws.offers import subnet_zone, zone_fallback
+from gpufleet.components.aws.pullaccess import node_profile
 from gpufleet.components.catalog import lookup
 from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.errors import GpufleetError, SpecError
@@ -296,6 +297,12 @@ class AwsGpuFleet(GpufleetComponent):
         # judges the instance, which carries the expiry, and a TTL change replaces nothing.
         launch_tags = {k: tags[k] for k in LAUNCH_TAGS}
         template_tags = launch_tags
+        # An ECR container image: the nodes' role may read that one repository (the boot pull
+        # logs in with it); the templates wait for its policy. None for any other image.
+        pulls = node_profile(name, spec, tags, child)
+        template_opts = child
+        if pulls is not None:
+            template_opts = self.child(depends_on=[pulls.policy])
 
         instances, eips = [], []
         for i in range(spec.nodes):
@@ -340,6 +347,11 @@ class AwsGpuFleet(GpufleetComponent):
                 instance_market_options=market,
                 # The node's TTL timer powers it off; AWS then terminates it (facts §1.9).
                 instance_initiated_shutdown_behavior="terminate",
+                iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                    arn=pulls.profile.arn
+                )
+                if pulls is not None
+                else None,
                 user_data=node_user_data(
                     spec, self.login_user, self.keys, i, spec.nodes, None
                 ).apply(encode_user_data),
@@ -350,7 +362,7 @@ class AwsGpuFleet(GpufleetComponent):
                     for kind in ("instance", "volume", "network-interface")
                 ],
                 tags={**template_tags, "Name": f"{name}-node-{i}-lt"},
-                opts=child,
+                opts=template_opts,
             )
             inst = aws.ec2.Instance(
                 f"{name}-node-{i}",

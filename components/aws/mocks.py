@@ -33,7 +33,9 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any], count: int) -> dic
             "arn": f"arn:aws:ec2:us-east-1:123456789012:instance/i-{count:017x}",
         }
     if typ == "aws:iam/role:Role":
-        return {"arn": f"arn:aws:iam::123456789012:role/{name}"}
+        return {"arn": f"arn:aws:iam::123456789012:role/{name}", "name": name}
+    if typ == "aws:iam/instanceProfile:InstanceProfile":
+        return {"arn": f"arn:aws:iam::123456789012:instance-profile/{name}", "name": name}
     if typ == "aws:ec2/eip:Eip":
         return {
             "public_ip": f"203.0.113.{10 + count % 200}",

@@ -15,6 +15,7 @@ from gpufleet.components.azure.byo import bringing, split_args
 from gpufleet.components.azure.identity import deallocate_role, node_role
 from gpufleet.components.azure.network import build_network, public_nic, vm_profiles
 from gpufleet.components.azure.provider import provider_location, with_provider_region
+from gpufleet.components.azure.pullaccess import acr_pull, acr_registry_id, refuse_foreign_ecr
 from gpufleet.components.azure.rules import check_spec
 from gpufleet.components.bootstrap import CLOUD_NODE_ENV
 from gpufleet.components.catalog import lookup
@@ -48,6 +49,8 @@ class AzureGpuFleet(GpufleetComponent):
         spec = spec_from_args(self._cloud, name, fields)
         it = lookup("azure", spec.instance_type or "")
         check_spec(spec, own_nsg=brought.network_security_group_id is not None)
+        refuse_foreign_ecr(spec)
+        registry = acr_registry_id(spec)  # an ACR image: its registry, else None
         # Every lookup asks the provider the resources use (its subscription and credentials).
         with asking(invoke_options(opts, "azure-native")), bringing(brought):
             # Before anything is registered: ARM's SkuNotAvailable would come only at the VM,
@@ -134,6 +137,8 @@ class AzureGpuFleet(GpufleetComponent):
             before = [nic_role]
             if not shared:
                 before.append(allow(f"{vm_name}-rg-role", identity, rg.id, grant=fallback))
+            if registry is not None:  # the boot pull logs in with this identity
+                before.append(acr_pull(f"{vm_name}-acr-pull", identity, registry, child))
             deploy_env = dict(
                 zip(
                     CLOUD_NODE_ENV["azure"],

@@ -14,6 +14,7 @@ from gpufleet.components.gcp.byo import bringing, check_gpu_networks, split_args
 from gpufleet.components.gcp.identity import SharedIdentity
 from gpufleet.components.gcp.network import build_networks, worker_nat
 from gpufleet.components.gcp.providerregion import provider_region, with_provider_region
+from gpufleet.components.gcp.pullaccess import grant_reader, refuse_foreign_ecr
 from gpufleet.components.gcp.rules import (
     COMPACT_SERIES,
     DLVM_IMAGE,
@@ -24,7 +25,7 @@ from gpufleet.components.gcp.rules import (
 )
 from gpufleet.components.invokes import asking, invoke_options
 from gpufleet.components.registry import offer_check
-from gpufleet.components.validators import run_validators
+from gpufleet.components.validators import offline, run_validators
 
 # The boot disk's labels: fixed for the cluster's life (a change would replace every node).
 DISK_LABELS = ("gpufleet-cluster", "managed-by")
@@ -90,6 +91,7 @@ class GcpGpuFleet(GpufleetComponent):
             plain = with_provider_region(plain, provider_region(), provider.pulumi_resource_name)
         spec = spec_from_args(self._cloud, name, plain)
         check_spec(spec)
+        refuse_foreign_ecr(spec)
         it = lookup("gcp", spec.instance_type or "")
         check_gpu_networks(brought, it.extra_nics, it.name)
         # Before anything is registered: a zone without the machine type fails here.
@@ -135,6 +137,9 @@ class GcpGpuFleet(GpufleetComponent):
             lambda k: f"{self.login_user}:{k.strip()}"
         )
         self_delete = SharedIdentity(name, child)
+        # The container image's repository in this project: readable by the nodes before any
+        # boots (the VMs wait for the grant; the boot pull uses it).
+        reader = grant_reader(name, spec, self_delete.member, not offline(), child)
         # Labels that change stay on the instance (labels update in place: setLabels) and off
         # the boot disk, whose labels force a new VM in providers before
         # terraform-provider-google v7.3.0: the expiry changes with every TTL change, and the
@@ -144,7 +149,10 @@ class GcpGpuFleet(GpufleetComponent):
         # (terraform-provider-google resource_compute_instance.go): the VM is replaced. Delete
         # first, so a replacement never needs twice the GPU quota or capacity.
         vm_opts = pulumi.ResourceOptions.merge(
-            child, pulumi.ResourceOptions(delete_before_replace=True)
+            child,
+            pulumi.ResourceOptions(
+                delete_before_replace=True, depends_on=[reader] if reader is not None else None
+            ),
         )
 
         vms = []

@@ -159,6 +159,13 @@ def _user_data(p) -> list[str]:
 )
 def test_each_clouds_fleet_renders_the_boot_pull(stack, image):
     """Pulumi mocks (components/preview.evaluate): spec.container reaches every node's user data."""
-    texts = _user_data(plan(stack, container=ContainerSpec(image=image)))
+    # an ACR image on Azure names its registry (each node gets AcrPull on it)
+    rid = (
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/g/providers/"
+        "Microsoft.ContainerRegistry/registries/myregistry01"
+        if ".azurecr.io/" in image
+        else None
+    )
+    texts = _user_data(plan(stack, container=ContainerSpec(image=image, registry_id=rid)))
     assert texts and all("gpufleet-pull.service" in t and f"--image {image}" in t for t in texts)
     assert not any("gpufleet-pull" in t for t in _user_data(plan(stack)))
