@@ -279,7 +279,9 @@ def ensure_image(
         report.uploaded = copy.uploaded
         key = copy.dest  # an archive's content, not its path here
         for n in group.nodes:
-            at = f"{n.workdir.rstrip('/')}/{copy.dest}"
+            # The script runs in the workdir: a relative workdir (a VM's `gpufleet`, from $HOME)
+            # must not be named twice.
+            at = f"{n.workdir.rstrip('/')}/{copy.dest}" if n.workdir.startswith("/") else copy.dest
             node_ref[n.name] = ImageRef(ref.transport, path=at)
     group.put({SCRIPT_PATH: mod.SCRIPT})
     own = f"{STATE_ROOT}/{hashlib.sha256(key.encode()).hexdigest()[:16]}"

@@ -173,3 +173,34 @@ def test_no_runtime_on_a_node_fails_before_any_pull(monkeypatch):
     facts = {"node-0": NodeFacts(runtime="docker"), "node-1": NodeFacts()}
     with pytest.raises(pull.PullFailed, match="node-1: no container runtime"):
         pull.ensure_image(None, g, ContainerSpec(image="ghcr.io/a/b:1"), facts, print)
+
+
+def test_an_archive_is_loaded_from_the_workdir_the_script_runs_in(monkeypatch, tmp_path: Path):
+    """The pull script runs in the node's workdir: a relative workdir (a VM's `gpufleet`, from
+    $HOME) must not be named again in the archive's path (the 2-VM run failed with `no archive
+    at gpufleet/.gpufleet/images/...`); an absolute one may be. Faked: the group and the copy;
+    real: ensure_image and components/containerpull.command."""
+    from gpufleet.jobs import imagecopy
+
+    archive = tmp_path / "img.tar"
+    archive.write_bytes(b"x" * 10)
+    dest = ".gpufleet/images/abc.tar"
+    monkeypatch.setattr(
+        imagecopy, "distribute", lambda *a, **k: SimpleNamespace(dest=dest, uploaded=10)
+    )
+    monkeypatch.setattr(pull, "POLL_S", 0.05)
+
+    def answer(node, cmd, stdin):
+        return HostResult(node, 0, _done(D1) + "\n" if cmd.startswith("bash ") else "")
+
+    g = FakeGroup(["node-0", "node-1"], answer)
+    g.nodes = [_Node("node-0", "gpufleet"), _Node("node-1", "/abs/wd")]
+    spec = ContainerSpec.model_construct(
+        image=f"oci-archive:{archive}", pull_stall_s=30, pull_attempts=1
+    )
+    facts = {n: NodeFacts(runtime="podman", sudo=True) for n in ("node-0", "node-1")}
+    pull.ensure_image(None, g, spec, facts, lambda _m: None)
+    loads = {n: c for n, c, _ in g.calls if c.startswith("bash ")}
+    assert f"--archive {dest} " in loads["node-0"] + " ", loads["node-0"]
+    assert "gpufleet/.gpufleet" not in loads["node-0"]
+    assert f"--archive /abs/wd/{dest} " in loads["node-1"] + " ", loads["node-1"]
