@@ -35,8 +35,8 @@ def acr_registry_id(spec: ClusterSpec) -> str | None:
             "container.registry_id",
             f"is missing: container.image {ref.host} is an ACR registry, and each node's "
             "identity needs AcrPull on it, which gpufleet grants on the registry's resource id",
-            f"set container.registry_id to the output of `az acr show -n {name} --query id -o "
-            "tsv`, or use a public image",
+            f"set container.registry_id (the CLI's --registry-id) to the output of "
+            f"`az acr show -n {name} --query id -o tsv`, or use a public image",
         )
     if rid.rsplit("/", 1)[1].lower() != name:
         raise SpecError(

@@ -66,6 +66,7 @@ def up(
         ),
     ] = None,
     runtime: opt.Runtime = None,
+    registry_id: opt.RegistryId = None,
     backend: Annotated[str | None, typer.Option(help="Pulumi state backend URL")] = None,
     secrets_provider: Annotated[
         str | None,
@@ -108,7 +109,9 @@ def up(
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     policy = opt.policy_option(cloud, no_policy)
     count = validate.node_count(nodes, byo.pop("nodes", None))
-    container = ctr.spec(container_image, runtime, [], flag="--container-image")
+    container = ctr.spec(
+        container_image, runtime, [], flag="--container-image", registry_id=registry_id
+    )
     check_where(cloud, container, "--container-image")
     spec = spec_from_flags(
         name=_auto_name() if name is None else name,

@@ -12,7 +12,11 @@ if TYPE_CHECKING:
 
 RUNTIMES = ("auto", "docker", "podman")  # ContainerSpec.runtime's values
 # ContainerSpec's field names -> the flags that set them, so an error names what the user typed
-_FLAGS = {"container.mounts": "--mount", "container.runtime": "--runtime"}
+_FLAGS = {
+    "container.mounts": "--mount",
+    "container.runtime": "--runtime",
+    "container.registry_id": "--registry-id",
+}
 
 
 def spec(
@@ -21,6 +25,7 @@ def spec(
     mounts: list[str],
     *,
     flag: str = "--image",
+    registry_id: str | None = None,
 ) -> ContainerSpec | None:
     """The ContainerSpec the flags ask for (None without `flag`); a SpecError naming the flag.
 
@@ -30,7 +35,15 @@ def spec(
     from gpufleet.components.containerimage import parse
 
     if image is None:
-        extra = "--runtime" if runtime is not None else "--mount" if mounts else None
+        extra = (
+            "--runtime"
+            if runtime is not None
+            else "--mount"
+            if mounts
+            else "--registry-id"
+            if registry_id
+            else None
+        )
         if extra:
             raise SpecError(extra, f"applies to {flag} only", f"add {flag} IMAGE, or drop {extra}")
         return None
@@ -44,7 +57,12 @@ def spec(
             "use auto, docker or podman",
         )
     try:
-        return ContainerSpec(image=str(ref), runtime=runtime or "auto", mounts=list(mounts))
+        return ContainerSpec(
+            image=str(ref),
+            runtime=runtime or "auto",
+            mounts=list(mounts),
+            registry_id=registry_id,
+        )
     except SpecError as e:
         raise SpecError(_FLAGS.get(e.field, flag), e.problem, e.fix) from None
 

@@ -65,6 +65,13 @@ Runtime = Annotated[
         autocompletion=completers.choices(completers.RUNTIMES),
     ),
 ]
+RegistryId = Annotated[
+    str | None,
+    typer.Option(
+        "--registry-id",
+        help="azure: the ACR registry's resource id, for the nodes' AcrPull grant",
+    ),
+]
 Mounts = Annotated[
     list[str],
     typer.Option(

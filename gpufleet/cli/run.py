@@ -93,6 +93,7 @@ def run(
     image: opt.Image = None,
     runtime: opt.Runtime = None,
     mount: opt.Mounts = [],  # noqa: B006
+    registry_id: opt.RegistryId = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
     fail_fast: Annotated[
@@ -155,7 +156,7 @@ def run(
     validate.port(master_port)
     validate.nproc(nproc_per_node)
     validate.job(launcher, list(command), workdir, setup)
-    container = ctr.spec(image, runtime, mount)
+    container = ctr.spec(image, runtime, mount, registry_id=registry_id)
     if cluster is not None:
         validate.not_with_cluster(
             cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr", "no_policy"))

@@ -453,3 +453,22 @@ def test_exec_image_with_tree_is_a_usage_error_before_anything_runs(capsys, monk
     assert host.calls == []  # refused before this machine's runtime was started
     with pytest.raises(Exception, match="--tree is not supported with --image"):
         jobexec.refuse_tree(True, ContainerSpec(image="busybox"))
+
+
+def test_registry_id_reaches_the_spec_and_needs_an_image(capsys, job, host):
+    """--registry-id (Azure's AcrPull grant, components/azure/pullaccess.py) is the one way the
+    CLI can give container.registry_id; without --image it is refused, naming the flag."""
+    rid = (
+        "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/g/providers/"
+        "Microsoft.ContainerRegistry/registries/teamreg"
+    )
+    code, _, err = cli(
+        capsys, *run_args("--image", "teamreg.azurecr.io/train:1", "--registry-id", rid)
+    )
+    assert code == 0, err
+    assert job["request"]["container"].registry_id == rid
+    assert job["request"]["spec"].container.registry_id == rid
+    code, _, err = cli(capsys, *run_args("--registry-id", rid))
+    assert code == 2 and "error: --registry-id: applies to --image only" in err, err
+    code, _, err = cli(capsys, *run_args("--image", "teamreg.azurecr.io/t:1", "--registry-id", "x"))
+    assert code == 2 and "error: --registry-id:" in err and "fix:" in err, err
