@@ -3,7 +3,8 @@
 Installed on PATH as `docker` and `podman` (sh wrappers; FAKE_PROG names which). State lives in
 $FAKE_RT: calls.jsonl (argv of every call), logins.jsonl (user, host, the password read from
 stdin), images.json (what is "present"), plan.json (what each pull/load does, consumed in
-order: "ok", "stall" (writes a little, then hangs), "fail"), storage/ (grown as bytes arrive).
+order: "ok", "stall" (writes a little, then hangs), "fail"), storage/ (`info`'s root;
+docker's downloads grow storage/tmp, podman's a container_images_storage* folder in TMPDIR).
 """
 
 from __future__ import annotations
@@ -38,8 +39,15 @@ def next_step() -> str:
 
 
 def grow(chunks: int, delay: float) -> None:
-    store = ROOT / "storage"
-    store.mkdir(exist_ok=True)
+    """Write a "download" where the real runtime does: docker into <DockerRootDir>/tmp (its
+    root is storage/ here), podman into a container_images_storage* folder under TMPDIR."""
+    if os.environ["FAKE_PROG"] == "docker":
+        store = ROOT / "storage" / "tmp"
+    else:
+        store = (
+            Path(os.environ.get("TMPDIR", "/var/tmp")) / f"container_images_storage{os.getpid()}"
+        )
+    store.mkdir(parents=True, exist_ok=True)
     for _ in range(chunks):
         (store / f"blob-{time.time_ns()}").write_bytes(b"x" * 100_000)
         time.sleep(delay)
