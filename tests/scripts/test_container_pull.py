@@ -291,6 +291,74 @@ def test_a_stale_auth_folder_is_removed_and_none_is_left_in_tmp(node):
     assert not list(node["tmp"].glob("gpufleet-pull-auth.*"))
 
 
+def test_a_daemon_restart_under_the_pull_is_waited_for_and_not_counted(node):
+    """The recipe's 30-container step restarts docker (nvidia-ctk runtime configure): the pull
+    it breaks is retried once the daemon answers again, without using up an attempt."""
+    plan(node, "restart")
+    image = "docker.io/library/ubuntu:24.04"
+    r = run(node, "--image", image, "--attempts", "1", runtime="docker")
+    doc = last_status(r)
+    print(doc, r.stderr)
+    assert r.returncode == 0 and doc["state"] == "done" and doc["attempt"] == 1
+    assert "went away during attempt 1" in r.stderr
+    assert len([c for c in calls(node) if "pull" in c["argv"]]) == 2
+
+
+def _boot(node, tmp_path, image: str, runtimes: str = "docker podman", attempts: int = 3):
+    """The boot copy (containerpull.boot_script) started as its unit starts it, in the
+    background; the recipe's steps log is a file under tmp_path."""
+    script = tmp_path / "boot.sh"
+    script.write_text(containerpull.boot_script(parse(image)))
+    steps = tmp_path / "steps.log"
+    env = {**node["env"], "GPUFLEET_PULL_STEPS_LOG": str(steps)}
+    argv = ["bash", str(script), image, runtimes, str(node["state"]), "5", str(attempts)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    return proc, steps
+
+
+def test_the_boot_pull_starts_after_the_recipes_container_step(node, tmp_path):
+    """The boot copy pulls nothing while the steps log lacks 30-container's line (that step
+    restarts docker); once the line is there it pulls with the first runtime that answers."""
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/train:v1"
+    proc, steps = _boot(node, tmp_path, image)
+    steps.write_text("00-base ok 1.0\n10-driver ok 30.0\n")
+    # it is polling: the runtime's `info` is asked only once the step's line is there
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline and not calls(node):
+        time.sleep(0.2)
+    assert proc.poll() is None and not calls(node)  # still waiting, nothing asked
+    with steps.open("a") as f:
+        f.write("30-container ok 12.5\n")
+    out, err = proc.communicate(timeout=60)
+    doc = json.loads(out.strip().splitlines()[-1][len(containerpull.MARK) :])
+    print(doc, err)
+    assert proc.returncode == 0 and doc["state"] == "done" and doc["digest"] == DIGEST
+    assert doc["image"] == image and doc["bytes"] >= 5 * 100_000
+    assert json.loads((node["state"] / "status.json").read_text()) == doc
+    progs = {c["prog"] for c in calls(node)}
+    assert progs == {"docker"}  # the first of "docker podman" that answers
+    assert [x["user"] for x in logins(node)] == ["AWS"]
+    assert not list(node["state"].glob("auth.*"))
+
+
+def test_the_boot_pull_waits_out_a_daemon_restart_and_logs_in_to_acr(node, tmp_path):
+    image = "myregistry01.azurecr.io/team/train:v1"
+    plan(node, "restart")
+    proc, steps = _boot(node, tmp_path, image, runtimes="podman", attempts=1)
+    steps.write_text("30-container skipped 0.1\n")
+    out, err = proc.communicate(timeout=60)
+    doc = json.loads(out.strip().splitlines()[-1][len(containerpull.MARK) :])
+    print(doc, err)
+    assert proc.returncode == 0 and doc["state"] == "done" and doc["attempt"] == 1
+    assert "restarted during attempt 1: not counted" in err
+    gets = [q for q in node["requests"] if q["method"] == "GET"]  # one login per try
+    queries = [urllib.parse.parse_qs(urllib.parse.urlparse(q["path"]).query) for q in gets]
+    assert len(queries) == 2 and all(
+        q["resource"] == [ACR_AUDIENCE] and q["client_id"] == [AZ_CLIENT_ID] for q in queries
+    )
+
+
 def test_a_stall_then_a_good_attempt_is_done_on_attempt_two(node):
     plan(node, "stall")
     r = run(node, "--image", "docker.io/library/ubuntu:24.04", "--stall", "2", "--attempts", "3")

@@ -3,7 +3,8 @@
 Installed on PATH as `docker` and `podman` (sh wrappers; FAKE_PROG names which). State lives in
 $FAKE_RT: calls.jsonl (argv of every call), logins.jsonl (user, host, the password read from
 stdin), images.json (what is "present"), plan.json (what each pull/load does, consumed in
-order: "ok", "stall" (writes a little, then hangs), "fail"), storage/ (`info`'s root;
+order: "ok", "stall" (writes a little, then hangs), "fail", "restart" (the daemon goes away
+for 3 calls)), storage/ (`info`'s root;
 docker's downloads grow storage/tmp, podman's a container_images_storage* folder in TMPDIR).
 """
 
@@ -68,6 +69,18 @@ def main() -> int:
     record("calls.jsonl", {"prog": prog, "argv": sys.argv[1:]})
     config = option(args, "--config")  # docker's client config folder (a global option)
     cmd = args.pop(0)
+    down = ROOT / "daemon_down"  # "restart": the daemon answers nothing for N more calls
+    if down.exists():
+        left = int(down.read_text())
+        if left <= 0:
+            down.unlink()
+        else:
+            down.write_text(str(left - 1))
+            print(
+                "Cannot connect to the Docker daemon. Is the docker daemon running?",
+                file=sys.stderr,
+            )
+            return 1
     if cmd == "info":
         print(ROOT / "storage")
         return 0
@@ -89,6 +102,11 @@ def main() -> int:
         step = next_step()
         if step == "fail":
             print(f"Error: pulling {ref}: connection reset by peer", file=sys.stderr)
+            return 1
+        if step == "restart":  # the daemon restarts under the pull: down for 3 more calls
+            grow(1, 0)
+            down.write_text("3")
+            print("error during connect: unexpected EOF", file=sys.stderr)
             return 1
         if step == "stall":
             grow(1, 0)
