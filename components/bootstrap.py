@@ -146,9 +146,10 @@ def boot_pull(ctx: BootstrapContext) -> dict[str, str]:
         parse(c.image), runtime=c.runtime, stall_s=c.pull_stall_s, attempts=c.pull_attempts
     )
     return {
-        "pull_boot": node_copy(boot).rstrip("\n") if boot else "",
-        "pull_boot_path": "/opt/gpufleet/container_pull_boot.sh",
-        "pull_script": node_copy(containerpull.SCRIPT).rstrip("\n") if boot else "",
+        "pull_boot": boot or "",
+        "pull_script": node_copy(containerpull.boot_script(parse(c.image))).rstrip("\n")
+        if c and boot
+        else "",
         "pull_script_path": containerpull.BOOT_SCRIPT_PATH,
         "pull_state_dir": containerpull.BOOT_STATE_DIR,
     }

@@ -156,11 +156,10 @@ def distribute(
     if direct:
         rep.method = "paramiko" if direct == missing else rep.method
         progress(f"copying the image archive over SSH directly to {', '.join(direct)}")
-        data = path.read_bytes()
         targets = [direct] if parallel else [[n] for n in direct]
         for batch in targets:
-            with group.subset(batch) as g:
-                g.run(_put_line(rel), stdin=data, what="image archive copy")
+            with group.subset(batch) as g:  # streamed from the file, never read whole
+                g.run(_put_line(rel), stdin=path, what="image archive copy")
         rep.uploaded += size * len(direct)
         rep.copied += direct
     rep.seconds = time.monotonic() - started
@@ -169,6 +168,12 @@ def distribute(
         f"uploaded {mb(rep.uploaded)} from this machine"
     )
     return rep
+
+
+def remove(group: Group, rel: str) -> None:
+    """Delete the archive `rel` (and its folder, if then empty) from every node's workdir."""
+    q, d = shlex.quote(rel), shlex.quote(IMAGES_DIR)
+    group.run(f"rm -f {q} && rmdir {d} 2>/dev/null; true", check=False, what="archive cleanup")
 
 
 def _prepare(info: ClusterRecord) -> None:

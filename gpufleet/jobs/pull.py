@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.components import containerimage
 from gpufleet.components.containerimage import ImageRef
 from gpufleet.components.exitcodes import ExitCode
+from gpufleet.core import providers
 from gpufleet.core.errors import GpufleetError, HostResult, SpecError
 from gpufleet.jobs import imagecopy
 
@@ -328,6 +329,20 @@ def ensure_image(
     with group.subset(names) as poller:
         try:
             _follow(nodes, runner, poller, spec, mod.MARK, progress, own)
+            # The boot pull ran as root; this run may use another store (rootless podman):
+            # a node whose store lacks the image pulls it now, with this run's runtime.
+            booted = [n for n, nd in nodes.items() if nd.boot and nd.final and not nd.error]
+            missing = _not_in_store(poller, ref.reference, facts, booted)
+            if missing:
+                progress(
+                    f"the boot pull's {image} is not in this run's image store on "
+                    f"{', '.join(missing)}: pulling it there"
+                )
+                for n in missing:
+                    _restart(nodes[n], own)
+                report.attached = [n for n in report.attached if n not in missing]
+                runner.start(missing)
+                _follow(nodes, runner, poller, spec, mod.MARK, progress, own)
         except BaseException:
             runner.cancel()
             raise
@@ -341,10 +356,38 @@ def ensure_image(
         report.seconds[n] = round(nd.seconds, 3)
     if len(set(report.digests.values())) != 1 or not report.digest:
         raise DigestMismatch(image, report.digests)
+    if ref.is_archive and info is not None and not providers.may_write(info.cloud):
+        # hosts gpufleet did not create (--cloud ssh): the image is in the runtime's store
+        # now; the archive would only take their disk. Created nodes keep it: a later run
+        # skips the copy.
+        imagecopy.remove(group, key)
+        progress(f"removed the image archive from the nodes' workdirs ({key})")
     progress(
         f"{image}: {report.digest} on all {len(names)} node(s) in {time.monotonic() - started:.1f}s"
     )
     return report
+
+
+def _not_in_store(
+    group: Group, reference: str, facts: dict[str, NodeFacts], names: list[str]
+) -> list[str]:
+    """Of `names`, the nodes where `<facts.prefix> image inspect reference` fails."""
+    import shlex
+
+    if not names:
+        return []
+    cmds = {
+        n: shlex.join([*facts[n].prefix, "image", "inspect", reference]) + " >/dev/null 2>&1"
+        for n in names
+    }
+    results = group.run(cmds, check=False, timeout=60, what="image check")
+    return [n for n in names if not results[n].ok]
+
+
+def _restart(nd: _Node, own: str) -> None:
+    """Follow this CLI's own pull of the node from now on, not the boot pull."""
+    nd.boot, nd.status_path, nd.started = False, f"{own}/status.json", None
+    nd.state, nd.bytes, nd.attempt, nd.final, nd.error = "", 0, 0, None, None
 
 
 def _runtime(facts: dict[str, NodeFacts], node: str) -> str:
@@ -398,8 +441,7 @@ def _follow(
             elif st.get("state") == "failed" or stalled:
                 why = "failed" if not stalled else f"got no new bytes for {spec.pull_stall_s}s"
                 progress(f"pull {n}: the boot pull {why}; pulling it again")
-                nd.boot, nd.status_path, nd.started = False, f"{own}/status.json", None
-                nd.state, nd.bytes, nd.attempt = "", 0, 0
+                _restart(nd, own)
                 runner.start([n])
         for n, nd in nodes.items():
             if nd.over or nd.started is None or nd.state not in ("pulling", "loading"):

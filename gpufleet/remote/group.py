@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.core.errors import (
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 KEEPALIVE_S = 5  # SSH keepalive on every connection: NATs and idle timeouts keep it open
 PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel while a job runs
 LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
+STDIN_CHUNK = 1 << 20  # a file given as stdin is sent in pieces of this size, never read whole
 FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
 
 
@@ -243,12 +245,14 @@ class Group:
         stream: Stream | None = None,
         check: bool = True,
         timeout: float | None = None,
-        stdin: bytes | None = None,
+        stdin: bytes | Path | None = None,
         what: str | None = None,
         fail_fast: bool = False,
         liveness: bool = False,
     ) -> dict[str, HostResult]:
         """Run on every node (or per-node commands) in its workdir; a failure raises GroupError.
+
+        stdin: bytes, or a file streamed in chunks (each node reads it for itself).
 
         fail_fast: the first node to fail (or be lost) stops the command on every other node.
         liveness: probe each node while the command runs; one that answers nothing for
@@ -313,7 +317,7 @@ class Group:
         command: str,
         stream: Stream | None,
         timeout: float | None,
-        stdin: bytes | None,
+        stdin: bytes | Path | None,
     ) -> HostResult:
         started = time.time()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -325,7 +329,11 @@ class Group:
             with self._lock:
                 self._active.add(node.name)
             chan.exec_command(wrap_command(node, command, self.tied))
-            if stdin:
+            if isinstance(stdin, Path):
+                with stdin.open("rb") as f:
+                    while chunk := f.read(STDIN_CHUNK):
+                        chan.sendall(chunk)
+            elif stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
             timed_out = pump(chan, out, err, deadline, self._stop)

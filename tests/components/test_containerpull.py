@@ -37,10 +37,17 @@ def test_script_is_the_shipped_file_and_packaged():
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
-@pytest.mark.parametrize("image", [ECR, "docker.io/library/ubuntu:24.04"])
-def test_script_and_boot_wrapper_are_shellcheck_clean(tmp_path, image):
-    boot = containerpull.boot_pull(parse(image), runtime="auto", stall_s=300, attempts=3)
-    assert boot is not None
+@pytest.mark.parametrize(
+    "image",
+    [
+        ECR,
+        "docker.io/library/ubuntu:24.04",
+        "myregistry01.azurecr.io/t:v1",
+        "us-docker.pkg.dev/p/r/t:v1",
+    ],
+)
+def test_script_and_boot_script_are_shellcheck_clean(tmp_path, image):
+    boot = containerpull.boot_script(parse(image))
     for name, text in (("pull.sh", containerpull.SCRIPT), ("boot.sh", boot)):
         (tmp_path / name).write_text(text)
         r = subprocess.run(["shellcheck", str(tmp_path / name)], capture_output=True, text=True)
@@ -111,18 +118,17 @@ def test_cloud_init_schema_accepts_the_boot_pull(tmp_path, name):
 def test_boot_pull_unit_runs_in_the_background_after_network_and_runtime():
     text = render_cloud_init(CONTEXTS["context-aws-container"])
     unit = text.split("- path: /etc/systemd/system/gpufleet-pull.service", 1)[1].split("- path:")[0]
-    assert "After=network-online.target docker.service podman.service" in unit
-    assert "ExecStartPre=/usr/bin/install -d -m 0755 -o ubuntu /var/lib/gpufleet/pull" in unit
+    assert "After=network-online.target" in unit
     assert "TimeoutStartSec=infinity" in unit and "WantedBy=multi-user.target" in unit
     # --no-block: cloud-init's runcmd does not wait for the pull (it overlaps the recipe)
     assert "- [systemctl, enable, --now, --no-block, gpufleet-pull.service]" in text
-    assert f'--image {ECR} --runtime "$rt" --state /var/lib/gpufleet/pull' in text
-    assert "--stall 120 --attempts 4" in text and "for rt in docker podman" in text
+    start = f"ExecStart=/bin/bash {containerpull.BOOT_SCRIPT_PATH} {ECR} 'docker podman'"
+    assert f"{start} /var/lib/gpufleet/pull 120 4" in unit
 
 
 def test_runtime_named_in_the_spec_is_the_only_one_waited_for():
     boot = containerpull.boot_pull(parse(ECR), runtime="podman", stall_s=300, attempts=3)
-    assert boot is not None and "for rt in podman;" in boot
+    assert boot is not None and shlex.split(boot)[3] == "podman"
 
 
 def test_user_data_with_the_pull_fits_ec2():
@@ -167,5 +173,6 @@ def test_each_clouds_fleet_renders_the_boot_pull(stack, image):
         else None
     )
     texts = _user_data(plan(stack, container=ContainerSpec(image=image, registry_id=rid)))
-    assert texts and all("gpufleet-pull.service" in t and f"--image {image}" in t for t in texts)
+    start = f"{containerpull.BOOT_SCRIPT_PATH} {image} "
+    assert texts and all("gpufleet-pull.service" in t and start in t for t in texts)
     assert not any("gpufleet-pull" in t for t in _user_data(plan(stack)))

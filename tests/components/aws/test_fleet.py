@@ -241,6 +241,26 @@ def test_user_data_is_gzipped_base64_cloud_init_without_a_host_key(p4d):
         assert f"node-{i}" in text and "PRIVATE KEY" not in text  # the node makes its own
 
 
+# The longest image reference a test expects users to name: a deep ECR repository and a long tag
+LONG_ECR_IMAGE = (
+    "123456789012.dkr.ecr.ap-southeast-2.amazonaws.com/research-team/foundation-models/"
+    "pretraining/llm-trainer-with-a-long-name:2026.11.25-cuda12.8-torch2.9-nccl2.27-efa1.43-"
+    "build-0123456789abcdef"
+)
+
+
+def test_user_data_with_a_container_image_keeps_a_quarter_of_the_limit_free():
+    """p5 (EFA) is the largest recipe; a registry image adds the boot pull (its script, unit):
+    the whole still leaves a quarter of EC2's 16 KB for the recipe to grow."""
+    from gpufleet.components.clusterspec import ContainerSpec
+
+    p = plan("aws-p5", container=ContainerSpec(image=LONG_ECR_IMAGE))
+    sizes = [len(base64.b64decode(lt.inputs["userData"])) for lt in p.of_type(LT)]
+    print(f"aws-p5 user data with {LONG_ECR_IMAGE}: {sizes} bytes of {USER_DATA_LIMIT}")
+    assert sizes and all("gpufleet-pull.service" in cloud_init_text(lt) for lt in p.of_type(LT))
+    assert max(sizes) < USER_DATA_LIMIT * 3 // 4
+
+
 SYSTEM_PYTHON = "/usr/bin/python3"  # the interpreter cloud-init itself runs under
 
 

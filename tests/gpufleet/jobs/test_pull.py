@@ -204,3 +204,95 @@ def test_an_archive_is_loaded_from_the_workdir_the_script_runs_in(monkeypatch, t
     assert f"--archive {dest} " in loads["node-0"] + " ", loads["node-0"]
     assert "gpufleet/.gpufleet" not in loads["node-0"]
     assert f"--archive /abs/wd/{dest} " in loads["node-1"] + " ", loads["node-1"]
+
+
+def test_a_done_boot_pull_is_checked_in_the_runs_own_store(monkeypatch):
+    """The boot pull ran as root; this run's runtime (rootless podman on node-1) has its own
+    store: a node whose `image inspect` (with the run's prefix) fails pulls the image itself."""
+    monkeypatch.setattr(pull, "node_script", _standin)
+    monkeypatch.setattr(pull, "POLL_S", 0.05)
+    image = "ghcr.io/org/train:v1"
+    boot_done = {"state": "done", "bytes": 7, "attempt": 1, "digest": D1, "error": "",
+                 "updated": 0.0, "image": image}  # fmt: skip
+
+    def answer(node, cmd, stdin):
+        if cmd.startswith(("cat '/boot/status.json'", "cat /boot/status.json")):
+            return HostResult(node, 0, json.dumps(boot_done))
+        if cmd.startswith("cat "):
+            return HostResult(node, 0, "")
+        if " image inspect " in f" {cmd}":
+            return HostResult(node, 0 if node == "node-0" else 1, "")
+        return HostResult(node, 0, _done(D1, 42) + "\n")
+
+    g = FakeGroup(["node-0", "node-1"], answer)
+    spec = ContainerSpec(image=image)
+    facts = {
+        "node-0": NodeFacts(runtime="docker", sudo=True),
+        "node-1": NodeFacts(runtime="podman"),
+    }
+    lines: list[str] = []
+    rep = pull.ensure_image(None, g, spec, facts, lines.append)
+    checks = sorted((n, c) for n, c, _ in g.calls if "image inspect" in c)
+    assert checks == [
+        ("node-0", f"sudo -n docker image inspect {image} >/dev/null 2>&1"),
+        ("node-1", f"podman image inspect {image} >/dev/null 2>&1"),
+    ]
+    pulls = [n for n, c, _ in g.calls if c.startswith("bash ")]
+    assert pulls == ["node-1"] and rep.attached == ["node-0"]
+    assert rep.digests == {"node-0": D1, "node-1": D1}
+    assert any("not in this run's image store on node-1" in ln for ln in lines)
+
+
+@pytest.mark.parametrize(("cloud", "removed"), [("ssh", True), ("aws", False), ("vm", False)])
+def test_the_archive_is_removed_after_loading_only_on_hosts_gpufleet_did_not_create(
+    monkeypatch, tmp_path, cloud, removed
+):
+    """--cloud ssh (may_write empty: the user's own hosts): after every node loaded the image,
+    the archive copy leaves their workdirs; created nodes keep it for the next run."""
+    monkeypatch.setattr(pull, "node_script", _standin)
+    monkeypatch.setattr(pull, "POLL_S", 0.05)
+    archive = tmp_path / "img.tar"
+    archive.write_bytes(b"x" * 10)
+    rel = imagecopy.dest_for("ab" * 32)
+    monkeypatch.setattr(imagecopy, "sha256_file", lambda p: "ab" * 32)
+    monkeypatch.setattr(imagecopy, "distribute", lambda *a, **k: imagecopy.CopyReport(rel))
+
+    def answer(node, cmd, stdin):
+        if cmd.startswith(("cat ", "rm ")):
+            return HostResult(node, 0, "")
+        return HostResult(node, 0, _done(D1, 10) + "\n")
+
+    g = FakeGroup(["node-0", "node-1"], answer)
+    info = SimpleNamespace(cloud=cloud, name="c")
+    facts = {n: NodeFacts(runtime="podman") for n in ("node-0", "node-1")}
+    rep = pull.ensure_image(info, g, ContainerSpec(image=f"oci-archive:{archive}"), facts, print)
+    assert rep.digests == {"node-0": D1, "node-1": D1}
+    rms = [(n, c) for n, c, _ in g.calls if c.startswith("rm ")]
+    want = f"rm -f {rel} && rmdir .gpufleet/images 2>/dev/null; true"
+    assert rms == ([("node-0", want), ("node-1", want)] if removed else [])
+
+
+def test_the_direct_copy_streams_the_archive_instead_of_reading_it_whole(monkeypatch, tmp_path):
+    """No OpenSSH client here: each node gets the file over its own connection, handed to
+    the group as a path (Group.run sends it in STDIN_CHUNK pieces), never read into memory."""
+    archive = tmp_path / "img.tar"
+    archive.write_bytes(b"y" * 3000)
+    monkeypatch.setattr(imagecopy.shutil, "which", lambda name: None)
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        assert self != archive, "the archive was read into memory whole"
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+
+    def answer(node, cmd, stdin):
+        return HostResult(node, 0, "-1\n" if cmd.startswith("stat ") else "")
+
+    g = FakeGroup(["node-0", "node-1"], answer)
+    info = SimpleNamespace(nodes=[SimpleNamespace(name="node-0")], name="c")
+    rep = imagecopy.distribute(info, g, archive, "cd" * 32, lambda _: None)
+    copies = [(n, s) for n, c, s in g.calls if "cat >" in c]
+    assert [n for n, _ in copies] == ["node-0", "node-1"] and rep.method == "paramiko"
+    assert all(s == archive for _, s in copies)
+    assert rep.uploaded == 2 * 3000
