@@ -9,14 +9,19 @@ when unset):
   process groups; `ps --filter label=K=V`, `inspect` answer from the state.
 - images, for scripts/container_pull.sh: `info --format TEMPLATE` evaluates `{{.A.B}}` /
   `{{json .A}}` against a document whose Store.GraphRoot and DockerRootDir are the node's
-  storage/ folder (info.json in the state folder is merged over it: set_info()); `pull` grows
-  the folder `info` names (GraphRoot / DockerRootDir, or settings' grow_into) by `chunks` x
-  `chunk` bytes every `delay` s (settings.json) and records the image; `load -i FILE` copies
-  the archive into that folder and records its path and sha256; `image
+  storage/ folder (info.json in the state folder is merged over it: set_info()); `pull`
+  "downloads" `chunks` x `chunk` bytes every `delay` s (settings.json) where the real runtime
+  downloads: docker into <DockerRootDir>/tmp (the folder `info` names), podman into a
+  container_images_storage<pid> folder under $TMPDIR (default /var/tmp); settings' grow_into
+  ({prog: info field path}) sends them to the folder that field names instead; the files stay
+  (a real runtime removes each blob when complete); then it records the image; `load -i FILE`
+  copies the archive into that download folder and records its path and sha256; `image
   inspect --format` prints .Digest, RepoDigests (docker's form) or .Id; `login --username U
   --password-stdin HOST` records the password read from stdin (logins.jsonl) and writes the
   auth file (--authfile, or docker's --config folder). plan.json (global, or the node's) lists
-  what each pull/load does, in order: "ok", "stall" (one chunk, then hangs), "fail"; a node's
+  what each pull/load does, in order: "ok", "stall" (one chunk, then hangs), "fail", "restart"
+  (one chunk, then the daemon goes away: every call fails with "Cannot connect to the Docker
+  daemon" for 3 more calls, state in the node's daemon_down file); a node's
   `fail` file fails every pull/load with its text; `require_login` refuses pulls without a
   login; the node's `digest`/`id` files override DIGEST/IMAGE_ID; `rmi` forgets images.
 Every call is logged (calls.log, JSON lines: op, prog, node, argv, and per op more fields).
@@ -150,12 +155,19 @@ def next_step():
 
 
 def grow_dir():
-    # the folder `info` names for this runtime (settings "grow_into": {prog: "Field.Path"})
-    key = settings().get("grow_into", {}).get(PROG) or (
-        "Store.GraphRoot" if PROG == "podman" else "DockerRootDir")
-    v = info_doc()
-    for k in key.split("."):
-        v = v[k]
+    # where a real runtime downloads: docker (classic store) into <DockerRootDir>/tmp, podman
+    # (containers/image) into container_images_storage* under image_copy_tmp_dir ($TMPDIR,
+    # default /var/tmp); settings "grow_into": {prog: "Field.Path"} names an `info` field instead
+    key = settings().get("grow_into", {}).get(PROG)
+    if key:
+        v = info_doc()
+        for k in key.split("."):
+            v = v[k]
+    elif PROG == "docker":
+        v = os.path.join(info_doc()["DockerRootDir"], "tmp")
+    else:
+        v = os.path.join(os.environ.get("TMPDIR") or "/var/tmp",
+                         f"container_images_storage{os.getpid()}")
     os.makedirs(v, exist_ok=True)
     return v
 
@@ -262,6 +274,11 @@ def pull(args, config):
     s = settings()
     blob = hashlib.sha256(ref.encode()).hexdigest()[:16] + f"-{time.time_ns()}"
     event("start")
+    if step == "restart":  # the daemon restarts under the pull: down for 3 more calls
+        grow(1, s["chunk"], 0, blob)
+        with open(DOWN, "w") as f:
+            f.write("3")
+        sys.exit("error during connect: unexpected EOF")
     if step == "stall":
         grow(1, s["chunk"], 0, blob)
         time.sleep(3600)
@@ -406,6 +423,17 @@ config = None
 if a[:1] == ["--config"]:  # docker's client config folder (a global option)
     config, a = a[1], a[2:]
 cmd, rest = (a[0], a[1:]) if a else ("", [])
+DOWN = os.path.join(NODE_DIR, "daemon_down")  # "restart": the daemon answers nothing for N calls
+if os.path.exists(DOWN) and cmd != "--version":
+    with open(DOWN) as f:
+        left = int(f.read() or 0)
+    if left <= 0:
+        os.unlink(DOWN)
+    else:
+        with open(DOWN, "w") as f:
+            f.write(str(left - 1))
+        log(op=cmd, argv=sys.argv[1:], down=True)
+        sys.exit("Cannot connect to the Docker daemon. Is the docker daemon running?")
 if cmd == "--version":
     print(f"{PROG} version 0.0.0-fake")
 elif cmd in ("info", "login", "pull", "image"):

@@ -1,11 +1,12 @@
 """scripts/container_pull.sh run by bash on this host against fakes.
 
 Faked: the container runtime (tests/fakes/runtime.py, the suite's one fake, as `docker`/`podman`
-on PATH: records argv and the login's stdin, grows the folder its `info` names as its
-"download"), the `aws` CLI (prints an ECR token), and the cloud metadata endpoints and ACR's
-/oauth2/exchange (an http.server on 127.0.0.1, reached through the script's test-only
-GPUFLEET_PULL_* base URLs). Real: the script itself (bash, flock, du, curl through a recording
-shim), its stall watch, retries, lock and status file.
+on PATH: records argv and the login's stdin, "downloads" where the real runtime does: docker
+into <DockerRootDir>/tmp, podman into a container_images_storage* folder under TMPDIR; a
+"restart" step takes the daemon away for 3 calls), the `aws` CLI (prints an ECR token), and the
+cloud metadata endpoints and ACR's /oauth2/exchange (an http.server on 127.0.0.1, reached through
+the script's test-only GPUFLEET_PULL_* base URLs). Real: the script itself (bash, flock, du,
+curl through a recording shim), its stall watch, daemon wait, retries, lock and status file.
 """
 
 from __future__ import annotations
@@ -192,18 +193,24 @@ def test_registry_pull_records_bytes_digest_and_status(node, runtime):
     assert not list(node["state"].glob("auth.*"))  # the private auth folder is gone
 
 
-@pytest.mark.parametrize(("runtime", "field"), [("podman", "Store"), ("docker", "DockerRootDir")])
-def test_the_bytes_are_the_growth_of_the_folder_info_names(node, runtime, field):
-    """The fake's `info` is configurable: its storage moved elsewhere, the script follows it."""
+@pytest.mark.parametrize("runtime", ["podman", "docker"])
+def test_the_bytes_are_the_growth_of_the_download_folder_the_runtime_uses(node, runtime):
+    """The runtime's storage moved elsewhere (the fake's `info` is configurable): the script
+    follows where the runtime downloads. docker: <DockerRootDir>/tmp, the root `info` names;
+    podman: under image_copy_tmp_dir (TMPDIR here, moved too), not its GraphRoot."""
     moved = node["fake"] / "moved-store"
-    fakert.set_info(
-        node["fake"],
-        {"Store": {"GraphRoot": str(moved)}} if field == "Store" else {field: str(moved)},
-    )
+    fakert.set_info(node["fake"], {"Store": {"GraphRoot": str(moved)}, "DockerRootDir": str(moved)})
+    if runtime == "podman":
+        node["env"]["TMPDIR"] = str(node["fake"] / "moved-tmp")
+        (node["fake"] / "moved-tmp").mkdir()
     r = run(node, "--image", "docker.io/library/ubuntu:24.04", "--stall", "5", runtime=runtime)
     assert r.returncode == 0, r.stdout + r.stderr
-    on_disk = sum(p.stat().st_size for p in moved.iterdir())
+    where = moved / "tmp" if runtime == "docker" else node["fake"] / "moved-tmp"
+    on_disk = sum(p.stat().st_size for p in where.rglob("*") if p.is_file())
     assert on_disk == 5 * 100_000 and on_disk <= last_status(r)["bytes"] < on_disk + 65536
+    assert not any(node["tmp"].iterdir())  # nothing where podman downloads by default here
+    if runtime == "podman":
+        assert not moved.exists()  # its store is not where the bytes are measured
 
 
 def test_a_done_status_for_the_same_image_returns_at_once(node):
@@ -250,9 +257,9 @@ def test_a_stalled_pull_is_retried_and_fails_after_n_attempts(node):
 @pytest.mark.parametrize("runtime", ["podman", "docker"])
 def test_a_stall_is_seen_while_another_container_writes_into_the_store(node, runtime):
     """Only the download folders count: a running container growing its overlay in the
-    runtime's store (storage/overlay2 here) is no progress of the pull."""
+    runtime's store (storage/overlay2 here, the folder `info` names) is no progress."""
     plan(node, "stall")
-    busy = node["fake"] / "storage" / "overlay2" / "c0ffee" / "diff"
+    busy = fakert.node_dir(node["fake"]) / "storage" / "overlay2" / "c0ffee" / "diff"
     busy.mkdir(parents=True)
     stop = threading.Event()
 
@@ -277,17 +284,18 @@ def test_a_stall_is_seen_while_another_container_writes_into_the_store(node, run
     assert 100_000 <= doc["bytes"] < 200_000
 
 
-def test_a_stale_auth_folder_is_removed_and_none_is_left_in_tmp(node):
+def test_a_stale_auth_folder_is_removed_and_none_is_left_in_tmp(node, tmp_path):
     """A pull killed by SIGKILL leaves its auth folder (the trap never ran): the next pull in
     that state folder removes it; the folder is the state folder's, 0700, never TMPDIR."""
     stale = node["state"] / "auth.99999"
     stale.mkdir(parents=True)
     (stale / "auth.json").write_text('{"auths": {"x": {"auth": "OLD-SECRET"}}}')
     bin_ = Path(node["env"]["PATH"].split(":")[0])
+    real = fakert.install(tmp_path / "realbin", node["fake"], names=("podman",)) / "podman"
     mode = node["fake"] / "auth_mode.txt"  # a login records its auth folder's mode
     (bin_ / "podman").write_text(
         f'#!/bin/sh\nif [ "$1" = login ]; then stat -c %a "$(dirname "$3")" > {mode}; fi\n'
-        f'FAKE_PROG=podman exec {sys.executable} {FAKE} "$@"\n'
+        f'exec {real} "$@"\n'
     )
     image = "myregistry01.azurecr.io/team/train:v1"
     r = run(node, "--image", image, "--stall", "5")
