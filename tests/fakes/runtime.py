@@ -498,6 +498,14 @@ def set_info(state_dir: Path, doc: dict) -> None:
     (state_dir / "info.json").write_text(json.dumps(doc))
 
 
+def add_image(state_dir: Path, ref: str, node: str = "local") -> None:
+    """The image as a finished pull leaves it in the node's store (DIGEST, IMAGE_ID)."""
+    p = node_dir(state_dir, node) / "images.json"
+    imgs = json.loads(p.read_text()) if p.exists() else {}
+    imgs[ref] = {"digest": DIGEST, "id": IMAGE_ID}
+    p.write_text(json.dumps(imgs))
+
+
 def plan(state_dir: Path, *steps: str, node: str | None = None) -> None:
     where = state_dir if node is None else node_dir(state_dir, node)
     (where / "plan.json").write_text(json.dumps(list(steps)))

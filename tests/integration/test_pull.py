@@ -6,7 +6,8 @@ scripts/container_pull.sh: its login, stall watch, retries, du-measured bytes, l
 status.json), the SSH connections, the script upload, the status polling, the head relay
 (OpenSSH), the files on the nodes. Faked: the container runtime (tests/fakes/runtime.py as
 `docker`/`podman` first on the nodes' PATH: records its calls and the login's stdin, grows the
-folder its `info` names, copies a loaded archive there, reports digests; pulls nothing), and
+runtime's download folder (docker: <DockerRootDir>/tmp), copies a loaded archive there, reports
+digests; pulls nothing), and
 containerpull.BOOT_STATE_DIR (a folder in each node's workdir instead of /var/lib).
 """
 
@@ -79,7 +80,7 @@ def test_parallel_pull_same_digest_progress_and_the_key_only_on_stdin(
     print("\n".join(lines))
     names = [n.name for n in info.nodes]
     assert rep.digests == dict.fromkeys(names, DIGEST)
-    # the script's figure: what reached each node's storage folder (du), 8 x 1 MB
+    # the script's figure: what reached each node's download folder (du), 8 x 1 MB
     assert all(_about(rep.bytes[n], 8_000_000) for n in names), rep.bytes
     assert set(rep.seconds) == set(names) and rep.archive_bytes is None
     # All three pulls began before the first one ended: they ran at once.
@@ -212,6 +213,7 @@ def test_attaches_to_the_boot_pull(make_sandbox, fake):
         tmp.rename(boot[node] / "status.json")
 
     write("node-0", "done", 7_000_000, DIGEST)
+    fakert.add_image(fake, NGC, "node-0")  # where the boot pull put it: the run's own store
     write("node-1", "pulling", 1_000_000)
     write("node-2", "failed", 0)
 
@@ -219,6 +221,7 @@ def test_attaches_to_the_boot_pull(make_sandbox, fake):
         for i in range(2, 6):
             time.sleep(0.4)
             write("node-1", "pulling", i * 1_000_000)
+        fakert.add_image(fake, NGC, "node-1")
         write("node-1", "done", 6_000_000, DIGEST)
 
     t = threading.Thread(target=finish_boot)
