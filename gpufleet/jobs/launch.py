@@ -211,9 +211,11 @@ def rendezvous_endpoint(info: ClusterInfo, opts: LaunchOptions) -> str:
 
 
 def rendezvous_command(info: ClusterInfo, opts: LaunchOptions) -> str:
-    """The head's store process: up before any agent, gone when gpufleet closes its stdin."""
+    """The head's store process: up before any agent, gone when gpufleet closes its stdin.
+    In the head ranks' environment (`--env` included): in a container, the interpreter may
+    find torch only through what the user set there (e.g. PYTHONPATH to a mounted one)."""
     store = [info.python, f"{run_dir(opts)}/{STORE}", str(opts.master_port)]
-    return f"exec {shlex.join(store)}"
+    return f"{_exports(info, 0, opts)}; exec {shlex.join(store)}"
 
 
 @contextmanager

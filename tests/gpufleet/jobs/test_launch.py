@@ -59,7 +59,12 @@ def test_module_form_goes_to_the_wrapper_as_is():
 
 def test_rendezvous_store_command_and_file():
     cmd = launch.rendezvous_command(cluster(), OPTS)
-    assert cmd == "exec /opt/venv/bin/python .gpufleet/runs/r1/rendezvous_store.py 29611"
+    exports, _, store = cmd.rpartition("; exec ")
+    assert store == "/opt/venv/bin/python .gpufleet/runs/r1/rendezvous_store.py 29611"
+    # the head ranks' environment, the user's --env included (a container's PYTHONPATH)
+    assert exports == launch.node_command(cluster(), 0, OPTS).split("; exec ")[0]
+    with_env = LaunchOptions(**{**OPTS.__dict__, "env": {"PYTHONPATH": "/opt/t"}})
+    assert "PYTHONPATH=/opt/t;" in launch.rendezvous_command(cluster(), with_env)
     store = launch.run_files(cluster(), OPTS)[".gpufleet/runs/r1/rendezvous_store.py"]
     compile(store, "rendezvous_store.py", "exec")
     assert launch.STORE_READY in store
