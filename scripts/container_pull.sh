@@ -273,6 +273,17 @@ if [ "$runtime" = docker ]; then
 else
   dl_globs+=("${TMPDIR:-/var/tmp}/container_images_storage*")
 fi
+#@archive
+# A load reads a local file and writes its layers into the store itself, silently: without the
+# store, a load longer than --stall (a 20 GB archive) would be taken for a stall and killed.
+if [ -n "$archive" ]; then
+  if [ "$runtime" = docker ]; then
+    [ -n "${r:-}" ] && dl_globs+=("$r")
+  else
+    g=$("${rt[@]}" info --format '{{.Store.GraphRoot}}' 2>/dev/null) && [ -n "$g" ] && dl_globs+=("$g")
+  fi
+fi
+#@end
 disk_bytes() {
   local n=0 d b
   # shellcheck disable=SC2068  # the podman entry is a glob

@@ -19,7 +19,8 @@ when unset):
   inspect --format` prints .Digest, RepoDigests (docker's form) or .Id; `login --username U
   --password-stdin HOST` records the password read from stdin (logins.jsonl) and writes the
   auth file (--authfile, or docker's --config folder). plan.json (global, or the node's) lists
-  what each pull/load does, in order: "ok", "stall" (one chunk, then hangs), "fail", "restart"
+  what each pull/load does, in order: "ok", "stall" (one chunk, then hangs), "fail", "restart",
+  "slowload" (a load writing only into the store, silently, for ~4 s)
   (one chunk, then the daemon goes away: every call fails with "Cannot connect to the Docker
   daemon" for 3 more calls, state in the node's daemon_down file); a node's
   `fail` file fails every pull/load with its text; `require_login` refuses pulls without a
@@ -301,7 +302,18 @@ def load_(args, config):
     with open(src, "rb") as f:
         for b in iter(lambda: f.read(1 << 20), b""):
             h.update(b)
-    shutil.copyfile(src, os.path.join(grow_dir(), f"load-{time.time_ns()}"))
+    if step == "slowload":
+        # as a real load does: layers written into the store itself (GraphRoot /
+        # DockerRootDir), nothing in a download folder and no output, for several polls
+        layers = os.path.join(info_doc()["Store"]["GraphRoot"], "layers")
+        os.makedirs(layers, exist_ok=True)
+        with open(os.path.join(layers, f"load-{time.time_ns()}"), "ab") as out:
+            for _ in range(6):
+                time.sleep(0.7)
+                out.write(b"x" * 100_000)
+                out.flush()
+    else:
+        shutil.copyfile(src, os.path.join(grow_dir(), f"load-{time.time_ns()}"))
     log("loaded.jsonl", path=src, sha256=h.hexdigest())
     save_image("localhost/test:latest", digest="", id=image_id())
     print("Loaded image: localhost/test:latest")
