@@ -115,6 +115,47 @@ class ContainerSpec(BaseModel):
         return self
 
 
+RECOVERY_MODES = ("replace", "relaunch", "restart", "none")
+
+
+class RecoverySpec(BaseModel):
+    """What `run` does when a node is lost or preempted, or a rank fails with one of `on_exit`
+    (`run --recover N`): at most `max` recoveries, each a new start of the job on every node,
+    which resumes from GPUFLEET_CHECKPOINT_DIR."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max: int = Field(0, ge=0, le=100, description="recoveries at most; 0: none (today's behaviour)")
+    mode: Literal["replace", "relaunch", "restart", "none"] = Field(
+        "replace",
+        description="replace: only the lost nodes are replaced (same name, index, placement); "
+        "relaunch: every node is; restart: the job again on the same nodes; none: give up",
+    )
+    on_exit: list[int] = Field(
+        default_factory=list,
+        description="rank exit codes that also start a recovery (opt-in; a failing rank "
+        "otherwise ends the run as today)",
+    )
+    checkpoint_dir: str | None = Field(
+        None,
+        description="GPUFLEET_CHECKPOINT_DIR: a bucket URL (s3://, gs://, az://, https://) the "
+        "job writes itself; default: a folder on the head's disk, copied to every node before "
+        "a restart (lost with the head)",
+    )
+
+    @field_validator("on_exit")
+    @classmethod
+    def _on_exit(cls, v: list[int]) -> list[int]:
+        bad = [c for c in v if not 1 <= c <= 255]
+        if bad:
+            raise SpecError(
+                "recovery.on_exit",
+                f"{bad[0]} is not a failing exit code",
+                "give codes from 1 to 255 (0 is success)",
+            )
+        return sorted(set(v))
+
+
 class ClusterSpec(BaseModel):
     """What the user asks for. Invalid combinations fail here, before anything is created."""
 
@@ -160,6 +201,9 @@ class ClusterSpec(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     container: ContainerSpec | None = Field(
         None, description="run every rank in this image; a registry image is pulled at boot"
+    )
+    recovery: RecoverySpec | None = Field(
+        None, description="what `run` does when a node is lost or preempted (`run --recover`)"
     )
     disk_gb: int = 200
     hosts: list[str] = Field(default_factory=list, description="cloud=ssh: the hosts you own")

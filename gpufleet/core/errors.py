@@ -301,3 +301,17 @@ class HostsNotOurs(GpufleetError):
             hint="nothing of gpufleet expires on your own hosts; `gpufleet down` only forgets them",
         )
         self.name, self.cloud, self.what = name, cloud, what
+
+
+class CannotReplace(GpufleetError):
+    """A lost node on a provider that cannot make another (traits(cloud).replaces is False)."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, name: str, cloud: str, nodes: list[str]):
+        super().__init__(
+            f"cluster {name!r} (cloud={cloud}) cannot replace {', '.join(nodes)}: its machines "
+            "are yours, gpufleet makes no other",
+            hint="bring the host back and use --recover-mode restart, or --recover-mode none",
+        )
+        self.name, self.cloud, self.nodes = name, cloud, nodes

@@ -40,6 +40,15 @@ class Provider:
     # before the job); "host", this machine's, since the nodes are its processes (checked here
     # before anything is created: gpufleet/jobs/containerhost.py); "", never.
     containers: str = "node"
+    # `run --recover`'s default mode: Provisioner.replace makes a new node of the same name
+    # and index in the lost one's place (placement, address plan); False: the machines are the
+    # user's (`ssh`), gpufleet cannot make another, and a lost node ends the run (or, with
+    # --recover-mode restart, the job starts again on the same hosts once they answer).
+    replaces: bool = True
+    # A node-side watcher polls the cloud's preemption notice (components/preempt.py) and
+    # SIGTERMs the ranks; "" where no cloud gives one (the sandbox's comes from a fake
+    # metadata server in tests only: GPUFLEET_SANDBOX_METADATA).
+    notices: str = ""
 
     @property
     def can_extend(self) -> bool:
@@ -47,7 +56,7 @@ class Provider:
         return EXPIRY in self.may_write
 
 
-def _cloud(description: str) -> Provider:
+def _cloud(description: str, notices: str) -> Provider:
     return Provider(
         "gpufleet.provision.pulumi",
         "PulumiProvisioner",
@@ -56,6 +65,7 @@ def _cloud(description: str) -> Provider:
         bills=True,
         pulumi=True,
         catalog=True,
+        notices=notices,
     )
 
 
@@ -84,10 +94,11 @@ PROVIDERS: dict[str, Provider] = {
         description="your own hosts (--hosts or --inventory)",
         ssh_wait_s=60,
         own_hosts=True,
+        replaces=False,
     ),
-    "aws": _cloud("Amazon EC2, through Pulumi"),
-    "gcp": _cloud("Google Compute Engine, through Pulumi"),
-    "azure": _cloud("Azure VMs, through Pulumi"),
+    "aws": _cloud("Amazon EC2, through Pulumi", "aws"),
+    "gcp": _cloud("Google Compute Engine, through Pulumi", "gcp"),
+    "azure": _cloud("Azure VMs, through Pulumi", "azure"),
 }
 DEFAULT_CLOUD = "local"  # `up` and `run` without --cloud
 

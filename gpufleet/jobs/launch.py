@@ -42,11 +42,31 @@ class LaunchOptions:
     # the ranks run in the run's containers (jobs/container.py): mpirun's and pdsh's ssh is
     # the run dir's HOP, which lands in the target node's container
     container: bool = False
+    # `run --recover` (jobs/recover.py): which start of the job this is (0: the first), why it
+    # was started again (a lost/preempted node, a rank's exit), and where the job keeps its
+    # checkpoints: a bucket URL as given, else a folder under each node's workdir (the head's
+    # is the one that counts: copied to every node before a restart)
+    restart_count: int = 0
+    recovery_reason: str = ""
+    checkpoint_dir: str | None = None
 
 
 def run_dir(opts: LaunchOptions) -> str:
     """This run's files on every node, relative to the node's workdir."""
     return f".gpufleet/runs/{opts.run_id}"
+
+
+CHECKPOINTS = ".gpufleet/checkpoints"  # the default GPUFLEET_CHECKPOINT_DIR, under the workdir
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://")
+
+
+def checkpoint_dir(opts: LaunchOptions) -> str:
+    """The run's checkpoint folder relative to the workdir, or the bucket URL it was given."""
+    return opts.checkpoint_dir or f"{CHECKPOINTS}/{opts.run_id}"
+
+
+def is_url(path: str) -> bool:
+    return bool(_URL.match(path))
 
 
 def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
@@ -58,6 +78,8 @@ def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[st
         {
             "GPUFLEET_NODE_RANK": str(node_index),
             "GPUFLEET_RUN_ID": opts.run_id,
+            "GPUFLEET_RESTART_COUNT": str(opts.restart_count),
+            "GPUFLEET_RECOVERY_REASON": opts.recovery_reason,
             "MASTER_PORT": str(opts.master_port),
         }
     )
@@ -70,12 +92,20 @@ def _exports(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str:
     parts = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     # Absolute on the node, so a rank that changes directory still finds it.
     parts.append(f'GPUFLEET_HOSTFILE="$PWD"/{shlex.quote(run_dir(opts) + "/" + HOSTFILE)}')
+    ckpt = checkpoint_dir(opts)
+    if is_url(ckpt) or ckpt.startswith("/"):
+        parts.append(f"GPUFLEET_CHECKPOINT_DIR={shlex.quote(ckpt)}")
+    else:  # absolute on the node, as the hostfile, and there before the job looks
+        parts.append(f'GPUFLEET_CHECKPOINT_DIR="$PWD"/{shlex.quote(ckpt)}')
+    if not is_url(ckpt):
+        parts.append('mkdir -p "$GPUFLEET_CHECKPOINT_DIR"')
     libs = library_paths(info.fabric)
     if libs:
         parts.append(
             f'LD_LIBRARY_PATH={shlex.quote(":".join(libs))}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"'
         )
-    names = sorted(env) + ["GPUFLEET_HOSTFILE"] + (["LD_LIBRARY_PATH"] if libs else [])
+    names = sorted(env) + ["GPUFLEET_HOSTFILE", "GPUFLEET_CHECKPOINT_DIR"]
+    names += ["LD_LIBRARY_PATH"] if libs else []
     return "; ".join(parts) + "; export " + " ".join(names)
 
 

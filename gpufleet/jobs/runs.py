@@ -39,6 +39,13 @@ class RunRecord:
     # `run --image`: the image, and the digest each node ran (records before it have neither)
     image: str | None = None
     digests: dict[str, str] = field(default_factory=dict)
+    # `run --recover`: one entry per recovery, in order (jobs/recover.py Recovery.as_dict):
+    # cause, nodes, mode, and the epoch seconds of detected/provisioned/synced/restarted
+    recoveries: list[dict] = field(default_factory=list)
+
+    @property
+    def restarts(self) -> int:
+        return len(self.recoveries)
 
     @property
     def cost_usd(self) -> float | None:

@@ -50,6 +50,14 @@ class Provisioner(Protocol):
         """Node name -> a short state word (running, stopped, gone, ...); changes nothing."""
         ...
 
+    def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
+        """Make new machines for `nodes` (names in info) in their place: same name and index,
+        same placement; the old ones are removed first where they still exist, nothing else is
+        touched (on Pulumi: only those nodes' resources are replaced). Returns the cluster's
+        new record (new host keys, addresses), saved, the new nodes reachable over SSH.
+        Only where traits(cloud).replaces; raises GpufleetError with a fix where it failed."""
+        ...
+
 
 def for_cloud(cloud: str, **options: object) -> Provisioner:
     """The provisioner for a cloud: the one place that picks by cloud name (PROVIDERS)."""

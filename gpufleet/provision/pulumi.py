@@ -437,6 +437,12 @@ class PulumiProvisioner:
                 "expiry until then)",
             ) from e
 
+    def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
+        """Not yet: issue 22 (jobs/recover.py) gives it a body."""
+        from gpufleet.core.errors import CannotReplace
+
+        raise CannotReplace(info.name, info.cloud, nodes)
+
     def status(self, info: ClusterInfo) -> dict[str, str]:
         # The stack's record, not a cloud API call: `down` works from it either way.
         return {n.name: "in stack" for n in info.nodes}

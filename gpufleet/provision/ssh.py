@@ -246,6 +246,12 @@ class SSHProvisioner:
 
         raise HostsNotOurs(info.name, info.cloud, "expiry")
 
+    def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
+        """Never: the hosts are the user's (Provider.replaces is False)."""
+        from gpufleet.core.errors import CannotReplace
+
+        raise CannotReplace(info.name, info.cloud, nodes)
+
     def status(self, info: ClusterInfo) -> dict[str, str]:
         out = {}
         for n in info.nodes:

@@ -375,6 +375,12 @@ class VmProvisioner:
 
         write_node_expiry(info, expires_at)
 
+    def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
+        """Not yet: issue 22 (jobs/recover.py) gives it a body."""
+        from gpufleet.core.errors import CannotReplace
+
+        raise CannotReplace(info.name, info.cloud, nodes)
+
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)
         pids = info.provider.get("pids", {})

@@ -122,7 +122,7 @@ def test_every_provider_implements_the_whole_provisioner_protocol():
 
     from gpufleet.provision import Provisioner
 
-    methods = ("up", "down", "extend", "status")
+    methods = ("up", "down", "extend", "status", "replace")
     assert {m for m in vars(Provisioner) if not m.startswith("_")} == set(methods)
     for cloud, p in PROVIDERS.items():
         cls = getattr(importlib.import_module(p.module), p.cls)
