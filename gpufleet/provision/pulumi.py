@@ -168,6 +168,17 @@ def _stack(
     )
 
 
+def _existing_stack(name: str, backend: str | None, program: Any = None) -> Any:
+    """Stack `name` of the gpufleet project, never made here (replace, status): a missing one
+    raises the Automation API's StackNotFoundError."""
+    from pulumi import automation as auto
+
+    opts = auto.LocalWorkspaceOptions(**_workspace_options(backend))
+    return auto.select_stack(
+        stack_name=name, project_name=PROJECT, program=program or (lambda: None), opts=opts
+    )
+
+
 def set_provider_config(stack: Any, spec: ClusterSpec) -> None:
     """The provider's region and project on the stack; a gcp:project the stack already has
     (`pulumi config set gcp:project`) wins over the environment."""
@@ -475,7 +486,15 @@ class PulumiProvisioner:
                 pulumi.export(key, value)
 
         backend = info.provider.get("backend") or self.backend
-        stack = _stack(info.provider.get("stack") or info.name, backend, program)
+        try:
+            stack = _existing_stack(info.provider.get("stack") or info.name, backend, program)
+        except Exception as e:
+            raise GpufleetError(
+                f"the stack of {info.name!r} cannot be read from {backend_url(backend)}: "
+                f"{str(e).strip()[-600:]}",
+                hint="check --backend / $PULUMI_BACKEND_URL and the passphrase or secrets "
+                "provider it was made with",
+            ) from e
         resources = (stack.export_stack().deployment or {}).get("resources") or []
         urns: list[str] = []
         for name in nodes:
@@ -504,6 +523,9 @@ class PulumiProvisioner:
                 **packs,
             )
         except Exception as e:
+            expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
+            if expired is not None:  # past its expiry: the program refuses to make nodes
+                raise expired from e
             code = capacity_code(str(e))
             if code:
                 raise CapacityError(spec, [spec.zone] if spec.zone else [], code, nodes) from e
@@ -534,8 +556,68 @@ class PulumiProvisioner:
         return state.load(new.name)  # first contact may have rotated bootstrap keys
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
-        # The stack's record, not a cloud API call: `down` works from it either way.
-        return {n.name: "in stack" for n in info.nodes}
+        """Each node's instance as its cloud provider reads it now (`pulumi refresh
+        --preview-only --target` of the instances: the provider plugins' view, no cloud SDK
+        here; the state is not written): "gone" where the provider finds none (EC2
+        terminated, a GCE VM deleted at preemption, an evicted Azure VM), else the
+        instance's own state word where the provider reads one (EC2 instanceState, GCE
+        currentStatus, lowercased), else "in stack". Where the stack cannot be read
+        (no CLI, no credentials): "in stack" for every node, never "gone"."""
+        from gpufleet.components.nodeurns import urn_name
+
+        words = {n.name: "in stack" for n in info.nodes}
+        if info.provider.get("adopted"):  # another's stack: gpufleet reads it, asks nothing
+            return words
+        try:
+            find_pulumi()
+            _import_sdk()
+            backend = info.provider.get("backend") or self.backend
+            stack = _existing_stack(info.provider.get("stack") or info.name, backend)
+            resources = (stack.export_stack().deployment or {}).get("resources") or []
+            instance = {
+                str(r["urn"]): n.name
+                for i, n in enumerate(info.nodes)
+                for r in resources
+                if urn_name(str(r.get("urn", ""))) == f"{info.name}-node-{i}"
+                and r.get("custom", True)
+                and not r.get("delete")
+            }
+            if not instance:
+                return words
+            events: list[Any] = []
+            stack.preview_refresh(target=sorted(instance), on_event=events.append, color="never")
+        except Exception:  # noqa: BLE001 -- no view is not a loss
+            return words
+        for urn, word in refreshed_states(events).items():
+            if urn in instance:
+                words[instance[urn]] = word
+        return words
+
+
+# The instance's own state word in its provider's outputs (EC2 instanceState, GCE currentStatus).
+_STATE_OUTPUTS = ("instanceState", "currentStatus")
+
+
+def refreshed_states(events: list[Any]) -> dict[str, str]:
+    """URN -> "gone" or the instance's state word, from a refresh preview's engine events:
+    a refresh step whose new state is empty (or a delete) is an instance the provider no
+    longer finds."""
+    words: dict[str, str] = {}
+    for ev in events:
+        step = getattr(ev, "res_outputs_event", None) or getattr(ev, "resource_pre_event", None)
+        meta = getattr(step, "metadata", None)
+        if meta is None:
+            continue
+        op = str(getattr(meta.op, "value", meta.op))
+        new = getattr(meta, "new", None)
+        if op in ("delete", "discard") or (op == "refresh" and new is None):
+            words[meta.urn] = "gone"
+            continue
+        outputs = getattr(new, "outputs", None) or {}
+        state_word = next((outputs[k] for k in _STATE_OUTPUTS if outputs.get(k)), None)
+        if state_word and words.get(meta.urn) != "gone":
+            words[meta.urn] = str(state_word).lower()
+    return words
 
 
 class UnknownNodes(GpufleetError):

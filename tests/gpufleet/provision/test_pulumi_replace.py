@@ -112,7 +112,8 @@ def make_cluster(cloud: str, monkeypatch, fail: Exception | None = None):
     waited: list[list[str]] = []
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(pp, "_import_sdk", lambda *_: None)
-    monkeypatch.setattr(pp, "_stack", fake_stack)
+    monkeypatch.setattr(pp, "_existing_stack", fake_stack)
+    monkeypatch.setattr(pp, "_stack", lambda *a, **k: pytest.fail("a stack would be made"))
     monkeypatch.setattr(
         pp.hostkeypin,
         "read_keys",
@@ -181,3 +182,55 @@ def test_no_capacity_for_the_replacement_is_a_capacity_error_with_a_fix(gpufleet
     assert "other nodes are kept" in e.value.message
     assert "again later" in e.value.hint
     assert waited == [] and state.load("c4") == info  # the record is untouched
+
+
+# --- status: the provider plugins' view of each node's instance (a refresh preview) --------
+
+
+def step(op: str, urn: str, outputs: dict | None):
+    """An engine event as the Automation API hands it to on_event (pulumi/automation/events.py
+    ResOutputsEvent: metadata.op, .urn, .new.outputs; new is absent for a gone resource)."""
+    new = SimpleNamespace(outputs=outputs) if outputs is not None else None
+    meta = SimpleNamespace(op=SimpleNamespace(value=op), urn=urn, new=new)
+    return SimpleNamespace(res_outputs_event=SimpleNamespace(metadata=meta))
+
+
+def test_status_says_gone_only_for_an_instance_the_provider_no_longer_finds(
+    gpufleet_home, monkeypatch
+):
+    """The refresh preview targets only the four instances; node-1's is gone (EC2's provider
+    drops a terminated instance from the state on read), node-2 is stopped, the others run."""
+    info, registered, stacks, _ = make_cluster("aws", monkeypatch)
+    urn = {urn_name(r["urn"]): r["urn"] for r in registered}
+    asked: list[dict] = []
+
+    def preview_refresh(self, **kw):
+        asked.append(kw)
+        for ev in [
+            step("refresh", urn["c4-node-0"], {"instanceState": "running"}),
+            step("refresh", urn["c4-node-1"], None),
+            step("refresh", urn["c4-node-2"], {"instanceState": "stopped"}),
+            step("same", urn["c4-node-3"], {"instanceState": "running"}),
+        ]:
+            kw["on_event"](ev)
+
+    monkeypatch.setattr(FakeStack, "preview_refresh", preview_refresh, raising=False)
+    words = pp.PulumiProvisioner().status(info)
+    assert words == {
+        "node-0": "running",
+        "node-1": "gone",
+        "node-2": "stopped",
+        "node-3": "running",
+    }
+    assert asked[0]["target"] == sorted(urn[f"c4-node-{i}"] for i in range(4))
+    assert all(not s.ups for s in stacks)  # nothing was changed
+
+
+def test_status_without_a_view_never_says_gone(gpufleet_home, monkeypatch):
+    info, _, _, _ = make_cluster("aws", monkeypatch)
+
+    def no_credentials(self, **kw):
+        raise RuntimeError("error: No valid credential sources found")
+
+    monkeypatch.setattr(FakeStack, "preview_refresh", no_credentials, raising=False)
+    assert set(pp.PulumiProvisioner().status(info).values()) == {"in stack"}
