@@ -507,6 +507,18 @@ class PulumiProvisioner:
                 )
             urns += own
         urns = sorted(set(urns))
+        # The config `up` and `extend` set lives in the workspace of the run that set it: set
+        # again, as the program read it then (its host keys: the stack holds a bootstrap key
+        # per node only where it made them), so it declares the same resources.
+        from gpufleet.components.expiry import EXTENDED_KEY
+        from gpufleet.components.nodeurns import urn_name
+
+        set_provider_config(stack, spec)
+        keys = any(urn_name(str(r.get("urn", ""))).endswith("-host-key") for r in resources)
+        stack.set_config("gpufleet:bootstrapHostKeys", _config_value("true" if keys else "false"))
+        created = info.provider.get("created_expires_at")
+        if info.expires_at and created and info.expires_at > float(created):
+            stack.set_config(f"{PROJECT}:{EXTENDED_KEY}", _config_value(str(int(info.expires_at))))
         packs = policy_pack_args(spec, pack)
         progress(
             f"pulumi up: replacing {', '.join(nodes)} of stack {stack.name} "

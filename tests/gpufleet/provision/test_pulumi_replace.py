@@ -58,6 +58,13 @@ class FakeStack:
         self.registered, self.spec, self.conf, self.program = registered, spec, conf, program
         self.fail = fail
         self.ups: list[dict[str, Any]] = []
+        self.config: dict[str, str] = {}
+
+    def set_config(self, key, value):
+        self.config[key] = value.value
+
+    def get_all_config(self):
+        return {}
 
     def export_stack(self):
         return SimpleNamespace(deployment={"resources": self.registered})
@@ -110,6 +117,7 @@ def make_cluster(cloud: str, monkeypatch, fail: Exception | None = None):
         return stacks[-1]
 
     waited: list[list[str]] = []
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "my-gcp-project")  # where `up` found it
     monkeypatch.setattr(pp, "find_pulumi", lambda: "/bin/pulumi")
     monkeypatch.setattr(pp, "_import_sdk", lambda *_: None)
     monkeypatch.setattr(pp, "_existing_stack", fake_stack)
@@ -155,6 +163,9 @@ def test_replacing_node_1_ups_only_its_own_resources(gpufleet_home, monkeypatch,
     assert before["node-2"].host_key in known and before["node-1"].host_key not in known
     assert waited == [["node-1"]]
     assert any("replacing node-1" in m for m in lines)
+    # the program ran with the config `up` gave it: same provider region, same host keys
+    assert stack.config["gpufleet:bootstrapHostKeys"] == ("true" if cloud == "aws" else "false")
+    assert set(stack.config) > {"gpufleet:bootstrapHostKeys"}
 
 
 def test_a_name_not_in_the_cluster_is_refused_before_anything_runs(gpufleet_home, monkeypatch):
@@ -234,3 +245,13 @@ def test_status_without_a_view_never_says_gone(gpufleet_home, monkeypatch):
 
     monkeypatch.setattr(FakeStack, "preview_refresh", no_credentials, raising=False)
     assert set(pp.PulumiProvisioner().status(info).values()) == {"in stack"}
+
+
+def test_an_extended_cluster_s_program_is_told_its_new_expiry(gpufleet_home, monkeypatch):
+    """`gpufleet extend` recorded the later expiry in the stack's config of its own run; the
+    replacement's program gets it again, or it would call the live cluster expired."""
+    info, _, stacks, _ = make_cluster("gcp", monkeypatch)
+    info.provider["created_expires_at"] = 1_900_000_000
+    info.expires_at = 1_900_003_600
+    pp.PulumiProvisioner(policy=False).replace(info, ["node-3"], lambda _m: None)
+    assert stacks[0].config["gpufleet:extendedTo"] == "1900003600"
