@@ -474,13 +474,18 @@ class PulumiProvisioner:
         _import_sdk(spec.cloud)
         pack = prepare_policy_pack(progress) if self.policy else None
         built: list[Any] = []
+        refused: list[SpecError] = []
 
         def program() -> None:
             import pulumi
 
             from gpufleet.components.stackconfig import build, exports
 
-            fleet = build(spec)
+            try:
+                fleet = build(spec)
+            except SpecError as e:  # raised as itself, not as the engine's wrapped text
+                refused.append(e)
+                raise
             built.append(fleet)
             for key, value in exports(fleet).items():
                 pulumi.export(key, value)
@@ -515,6 +520,8 @@ class PulumiProvisioner:
 
         set_provider_config(stack, spec)
         keys = any(urn_name(str(r.get("urn", ""))).endswith("-host-key") for r in resources)
+        if not keys:  # the new nodes' keys are read from the cloud: refused now if they can't be
+            hostkeypin.require_channel(spec.cloud)
         stack.set_config("gpufleet:bootstrapHostKeys", _config_value("true" if keys else "false"))
         created = info.provider.get("created_expires_at")
         if info.expires_at and created and info.expires_at > float(created):
@@ -538,6 +545,8 @@ class PulumiProvisioner:
             expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
             if expired is not None:  # past its expiry: the program refuses to make nodes
                 raise expired from e
+            if refused:
+                raise refused[0] from e
             code = capacity_code(str(e))
             if code:
                 raise CapacityError(spec, [spec.zone] if spec.zone else [], code, nodes) from e
