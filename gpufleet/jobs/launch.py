@@ -49,6 +49,10 @@ class LaunchOptions:
     restart_count: int = 0
     recovery_reason: str = ""
     checkpoint_dir: str | None = None
+    # torchrun's elastic mode (`run --elastic MIN:MAX`, `--max-restarts N`): --nnodes MIN:MAX
+    # and torchrun's own restarts of the workers, for jobs written for it
+    elastic: str | None = None
+    max_restarts: int = 0
 
 
 def run_dir(opts: LaunchOptions) -> str:
