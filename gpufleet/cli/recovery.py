@@ -107,7 +107,7 @@ def elastic(
     value: str | None, max_restarts: int | None, launcher: str, nodes: int | None
 ) -> tuple[str | None, int]:
     """--elastic MIN:MAX and --max-restarts N for torchrun (its --nnodes and --max-restarts);
-    a SpecError naming the flag for another launcher, a bad range, or `nodes` outside it."""
+    a SpecError naming the flag for another launcher, a bad range, or a MAX over `nodes`."""
     for flag, given in (("--elastic", value is not None), ("--max-restarts", max_restarts)):
         if given and launcher != "torchrun":
             raise SpecError(
@@ -127,11 +127,11 @@ def elastic(
             f"{value!r} is not MIN:MAX nodes",
             "write it like 2:4 (1 <= MIN <= MAX)",
         )
-    if nodes is not None and not low <= nodes <= high:
+    if nodes is not None and high > nodes:  # jobs/launch.elastic_nodes' rule, said here first
         raise SpecError(
             "--elastic",
-            f"{value} does not include the cluster's {nodes} nodes",
-            f"use --elastic MIN:MAX with MIN <= {nodes} <= MAX, or --nodes within {value}",
+            f"{value} asks for more nodes than the cluster's {nodes}",
+            f"use --elastic MIN:MAX with 1 <= MIN <= MAX <= {nodes}, or --nodes {high}",
         )
     return f"{low}:{high}", max_restarts or 0
 

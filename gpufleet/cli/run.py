@@ -179,6 +179,8 @@ def run(
         cloud, existing_nodes = existing.cloud, len(existing.nodes)
     check_where(cloud, container)  # e.g. the sandbox without a working runtime
     recovery = rcv.spec(recover, recover_mode, recover_on_exit, ckpt, cloud)
+    if ckpt is None and recovery is None and cluster is not None:
+        ckpt = _recorded_checkpoint_dir(cluster)  # the kept cluster's `recovery:` names one
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     byo_options.update(opt.policy_option(cloud, no_policy))
     count = validate.node_count(nodes, byo.pop("nodes", None))
@@ -287,6 +289,14 @@ def _recorded_image(cluster: str | None) -> str | None:
 
     spec = state.load_spec(cluster)
     return spec.container.image if spec is not None and spec.container else None
+
+
+def _recorded_checkpoint_dir(cluster: str) -> str | None:
+    """The checkpoint folder of a reused cluster's recorded recovery (its spec's), if any."""
+    from gpufleet.core import state
+
+    spec = state.load_spec(cluster)
+    return spec.recovery.checkpoint_dir if spec is not None and spec.recovery else None
 
 
 def _timeout(text: str) -> float:
