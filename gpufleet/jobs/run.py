@@ -16,7 +16,7 @@ from typing import Any
 from gpufleet.clusters import cost, lifecycle
 from gpufleet.clusters.cost import Estimate
 from gpufleet.components.clusterinfo import ClusterInfo
-from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec
+from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec, RecoverySpec
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
@@ -94,6 +94,8 @@ class JobRequest:
     # every rank, --setup and the health gate in this image (jobs/container.py); None: the
     # cluster's recorded spec.container, if it has one
     container: ContainerSpec | None = None
+    # `run --recover` (jobs/recover.py); None: the cluster's recorded spec.recovery, if any
+    recovery: RecoverySpec | None = None
 
     def __post_init__(self) -> None:
         if (self.spec is None) == (self.cluster is None):
