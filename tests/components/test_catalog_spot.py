@@ -1,0 +1,130 @@
+"""Catalog spot prices against the source rows they were read from, and their checks.
+
+The table below was written by hand from skypilot-catalog catalogs/v8/aws/vms.csv at commit
+00148f2af3672e2229b4f7bf8157d5a3f36e3c35
+(https://github.com/skypilot-org/skypilot-catalog/blob/00148f2af3672e2229b4f7bf8157d5a3f36e3c35/catalogs/v8/aws/vms.csv),
+column SpotPrice, rows Region=us-east-1, read 2026-11-25; the values are not imported from the
+catalog. Nothing is faked: the real catalog.yaml is loaded."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import date
+
+import pytest
+
+from gpufleet.components import catalog
+from gpufleet.components.errors import CatalogEntryError
+
+# instance type -> {AvailabilityZone: SpotPrice} (us-east-1 rows of the file above)
+SOURCE = {
+    "g4dn.xlarge": {
+        "use1-az1": 0.2158,
+        "use1-az2": 0.2,
+        "use1-az4": 0.2039,
+        "use1-az5": 0.202,
+        "use1-az6": 0.2043,
+    },
+    "g4dn.12xlarge": {
+        "use1-az1": 1.4134,
+        "use1-az2": 1.3211,
+        "use1-az4": 1.326,
+        "use1-az5": 1.2875,
+        "use1-az6": 1.3061,
+    },
+    "g5.12xlarge": {
+        "use1-az1": 2.7804,
+        "use1-az2": 2.0796,
+        "use1-az4": 2.0813,
+        "use1-az5": 2.1824,
+        "use1-az6": 2.2387,
+    },
+    "g5.16xlarge": {
+        "use1-az1": 1.2446,
+        "use1-az2": 1.2294,
+        "use1-az4": 1.141,
+        "use1-az5": 1.2918,
+        "use1-az6": 1.3117,
+    },
+}
+COMMIT = "00148f2af3672e2229b4f7bf8157d5a3f36e3c35"
+
+
+@pytest.mark.parametrize("name", sorted(SOURCE))
+def test_spot_price_is_the_highest_zone_of_the_source_rows(name):
+    it = catalog.lookup("aws", name)
+    assert it.price_region == "us-east-1"
+    assert it.spot_price_zones == SOURCE[name]
+    assert it.spot_price_basis == "zone-max"
+    assert it.spot_price_per_hour == max(SOURCE[name].values())
+    assert it.spot_price_per_hour < it.price_per_hour  # spot is below on demand in every row
+    assert COMMIT in (it.spot_price_source or "") and "vms.csv" in (it.spot_price_source or "")
+    assert it.spot_price_date == "2026-11-09"
+
+
+def test_every_spot_price_in_the_catalog_is_in_the_source_table():
+    """No spot price without its source rows here: an entry gaining one gains a table row."""
+    priced = {t.name for t in catalog.load() if t.spot_price_per_hour}
+    assert priced == set(SOURCE)
+
+
+def _entry(**spot):
+    base = {
+        "gpus": 1,
+        "gpu_model": "T4-16GB",
+        "gpu_memory_gib": 16,
+        "vcpus": 4,
+        "ram_gib": 16,
+        "fabric": "none",
+        "price_per_hour": 0.526,
+        "price_region": "us-east-1",
+        "price_date": "2026-09-24",
+        "price_source": "s",
+    }
+    return {"clouds": {"aws": {"g4dn.xlarge": {**base, **spot}}}}
+
+
+GOOD = {
+    "spot_price_per_hour": 0.3,
+    "spot_price_date": "2026-11-09",
+    "spot_price_source": "s",
+    "spot_price_basis": "zone-max",
+    "spot_price_zones": {"a": 0.1, "b": 0.3, "c": 0.2},
+}
+
+
+def test_a_well_formed_spot_entry_loads():
+    (it,) = catalog.parse(_entry(**GOOD))
+    assert it.spot_price_per_hour == 0.3 and it.spot_price_zones == {"a": 0.1, "b": 0.3, "c": 0.2}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"spot_price_per_hour": 0.2}, "spot_price_per_hour"),  # not the zones' max
+        ({"spot_price_basis": "zone-median"}, "spot_price_per_hour"),  # median is 0.2
+        ({"spot_price_basis": "average"}, "spot_price_basis"),
+        ({"spot_price_basis": None}, "spot_price_basis"),
+        ({"spot_price_date": "2026-11"}, "spot_price_date"),  # its age needs the day
+        ({"spot_price_zones": {}}, "spot_price_zones"),
+        ({"spot_price_zones": {"a": 0.3, "b": -1}}, "spot_price_zones"),
+        ({"spot_price_per_hour": None}, "spot_price_per_hour"),  # zones without a figure
+    ],
+)
+def test_a_bad_spot_entry_names_its_field(change, field):
+    with pytest.raises(CatalogEntryError) as e:
+        catalog.parse(_entry(**{**GOOD, **change}))
+    assert e.value.field == field
+
+
+def test_median_and_min_bases():
+    zones = [0.4, 0.1, 0.3, 0.2]
+    assert catalog.spot_figure("zone-median", zones) == statistics.median(zones) == 0.25
+    assert catalog.spot_figure("zone-min", zones) == 0.1
+    assert catalog.spot_figure("zone-max", zones) == 0.4
+
+
+def test_spot_age_counts_days_from_the_price_date():
+    it = catalog.lookup("aws", "g5.12xlarge")
+    assert catalog.spot_age_days(it, date(2026, 11, 25)) == 16
+    assert catalog.spot_age_days(catalog.lookup("aws", "p4d.24xlarge")) is None
