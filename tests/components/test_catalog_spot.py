@@ -16,36 +16,30 @@ import pytest
 from gpufleet.components import catalog
 from gpufleet.components.errors import CatalogEntryError
 
-# instance type -> {AvailabilityZone: SpotPrice} (us-east-1 rows of the file above)
+# SpotPrice of each type's us-east-1 rows, in this zone order (AvailabilityZone column).
+ZONES = ("use1-az1", "use1-az2", "use1-az4", "use1-az5", "use1-az6")
+
+
+def _zones(*prices: float) -> dict[str, float]:
+    return dict(zip(ZONES, prices, strict=True))
+
+
 SOURCE = {
-    "g4dn.xlarge": {
-        "use1-az1": 0.2158,
-        "use1-az2": 0.2,
-        "use1-az4": 0.2039,
-        "use1-az5": 0.202,
-        "use1-az6": 0.2043,
-    },
-    "g4dn.12xlarge": {
-        "use1-az1": 1.4134,
-        "use1-az2": 1.3211,
-        "use1-az4": 1.326,
-        "use1-az5": 1.2875,
-        "use1-az6": 1.3061,
-    },
-    "g5.12xlarge": {
-        "use1-az1": 2.7804,
-        "use1-az2": 2.0796,
-        "use1-az4": 2.0813,
-        "use1-az5": 2.1824,
-        "use1-az6": 2.2387,
-    },
-    "g5.16xlarge": {
-        "use1-az1": 1.2446,
-        "use1-az2": 1.2294,
-        "use1-az4": 1.141,
-        "use1-az5": 1.2918,
-        "use1-az6": 1.3117,
-    },
+    "g4dn.xlarge": _zones(0.2158, 0.2, 0.2039, 0.202, 0.2043),
+    "g4dn.2xlarge": _zones(0.3157, 0.3142, 0.3145, 0.3112, 0.3269),
+    "g4dn.4xlarge": _zones(0.4062, 0.4498, 0.454, 0.4524, 0.4483),
+    "g4dn.8xlarge": _zones(0.6706, 0.6946, 0.6947, 0.8046, 0.7419),
+    "g4dn.12xlarge": _zones(1.4134, 1.3211, 1.326, 1.2875, 1.3061),
+    "g4dn.16xlarge": _zones(0.9668, 1.1043, 0.942, 0.9122, 1.0098),
+    "g4dn.metal": _zones(3.7292, 3.0125, 2.9633, 2.9583, 2.9236),
+    "g5.xlarge": _zones(0.4507, 0.4246, 0.436, 0.4259, 0.4364),
+    "g5.2xlarge": _zones(0.5218, 0.5933, 0.5036, 0.4738, 0.4985),
+    "g5.4xlarge": _zones(0.6603, 0.6438, 0.7068, 0.642, 0.7007),
+    "g5.8xlarge": _zones(0.9401, 0.9643, 0.8391, 0.9641, 0.9228),
+    "g5.12xlarge": _zones(2.7804, 2.0796, 2.0813, 2.1824, 2.2387),
+    "g5.16xlarge": _zones(1.2446, 1.2294, 1.141, 1.2918, 1.3117),
+    "g5.24xlarge": _zones(3.3455, 3.1697, 3.1811, 3.0047, 2.7817),
+    "g5.48xlarge": _zones(4.5408, 7.0077, 6.8918, 5.8671, 5.6899),
 }
 COMMIT = "00148f2af3672e2229b4f7bf8157d5a3f36e3c35"
 
