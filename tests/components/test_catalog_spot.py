@@ -40,17 +40,34 @@ SOURCE = {
     "g5.16xlarge": _zones(1.2446, 1.2294, 1.141, 1.2918, 1.3117),
     "g5.24xlarge": _zones(3.3455, 3.1697, 3.1811, 3.0047, 2.7817),
     "g5.48xlarge": _zones(4.5408, 7.0077, 6.8918, 5.8671, 5.6899),
-}
+    # p types: only the zones with a SpotPrice (p3 has empty ones in use1-az3/az4; p5.4xlarge
+    # has none in any us-east-1 zone and no catalog spot price); Local Zone use1-atl2-az1 left out.
+    "p3.2xlarge": {"use1-az1": 0.3707, "use1-az2": 0.4281, "use1-az5": 0.4041, "use1-az6": 0.3841},
+    "p3.8xlarge": {"use1-az1": 1.4427, "use1-az2": 1.5132, "use1-az5": 1.4129, "use1-az6": 1.4762},
+    "p3.16xlarge": {
+        "use1-az1": 3.3915, "use1-az2": 2.8502, "use1-az5": 2.6694, "use1-az6": 2.7188,
+    },
+    "p3dn.24xlarge": {"use1-az1": 8.2921, "use1-az6": 6.2567},
+    "p4d.24xlarge": {
+        "use1-az1": 2.4655, "use1-az2": 8.1915, "use1-az4": 8.1203, "use1-az6": 7.8799,
+    },
+    "p4de.24xlarge": {"use1-az4": 9.9734, "use1-az6": 8.6505},
+    "p5.48xlarge": {
+        "use1-az1": 55.04, "use1-az2": 19.2531, "use1-az3": 21.1543, "use1-az4": 55.04,
+        "use1-az5": 25.7522, "use1-az6": 17.6289,
+    },
+    "p5en.48xlarge": {"use1-az2": 18.2492, "use1-az6": 16.5551},
+}  # fmt: skip
 COMMIT = "00148f2af3672e2229b4f7bf8157d5a3f36e3c35"
 
 
 @pytest.mark.parametrize("name", sorted(SOURCE))
-def test_spot_price_is_the_highest_zone_of_the_source_rows(name):
+def test_spot_price_is_the_median_zone_of_the_source_rows(name):
     it = catalog.lookup("aws", name)
     assert it.price_region == "us-east-1"
     assert it.spot_price_zones == SOURCE[name]
-    assert it.spot_price_basis == "zone-max"
-    assert it.spot_price_per_hour == max(SOURCE[name].values())
+    assert it.spot_price_basis == "zone-median"
+    assert it.spot_price_per_hour == pytest.approx(statistics.median(SOURCE[name].values()))
     assert it.spot_price_per_hour < it.price_per_hour  # spot is below on demand in every row
     assert COMMIT in (it.spot_price_source or "") and "vms.csv" in (it.spot_price_source or "")
     assert it.spot_price_date == "2026-11-09"
@@ -60,6 +77,10 @@ def test_every_spot_price_in_the_catalog_is_in_the_source_table():
     """No spot price without its source rows here: an entry gaining one gains a table row."""
     priced = {t.name for t in catalog.load() if t.spot_price_per_hour}
     assert priced == set(SOURCE)
+
+
+def test_p5_4xlarge_has_no_spot_price_since_the_source_has_none_in_us_east_1():
+    assert catalog.lookup("aws", "p5.4xlarge").spot_price_per_hour is None
 
 
 def _entry(**spot):

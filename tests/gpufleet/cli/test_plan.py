@@ -151,17 +151,17 @@ def test_check_without_the_pulumi_cli_refuses_with_the_fix():
 
 
 def test_spot_plan_shows_the_spot_price_with_its_date_basis_and_source():
-    """aws-g5 is spot: priced at g5.12xlarge's catalog spot price, 2.7804 $/h (the highest of
+    """aws-g5 is spot: priced at g5.12xlarge's catalog spot price, 2.1824 $/h (the median of
     its us-east-1 zones in skypilot-catalog v8 aws vms.csv at commit 00148f2a, 2026-11-09)."""
     r = cli("--stack", "aws-g5")
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())  # the table wraps long lines
-    assert "about $5.56/hour at spot (us-east-1, prices of 2026-11-09)" in text
-    assert "zone-max: the highest of 5 zones in us-east-1 (2.08-2.78)" in text
+    assert "about $4.37/hour at spot (us-east-1, prices of 2026-11-09)" in text
+    assert "zone-median: the median of 5 zones in us-east-1 (2.08-2.78)" in text
     j = cli("--stack", "aws-g5", "--json")
     doc = json.loads(j.stdout)
     assert doc["price_basis"] == "spot" and doc["price_date"] == "2026-11-09"
-    assert doc["spot_price_basis"].startswith("zone-max") and doc["price_old"] in (True, False)
+    assert doc["spot_price_basis"].startswith("zone-median") and doc["price_old"] in (True, False)
 
 
 def up(*args: str, home) -> subprocess.CompletedProcess:
@@ -174,13 +174,13 @@ def up(*args: str, home) -> subprocess.CompletedProcess:
 
 
 def test_spot_dry_run_and_max_cost_use_the_dated_spot_price(tmp_path):
-    """2 x g5.12xlarge for the default 4 h: 22.24 $ at spot (2.7804 $/h each), 45.38 $ on
+    """2 x g5.12xlarge for the default 4 h: 17.46 $ at spot (2.1824 $/h each), 45.38 $ on
     demand (5.672): --max-cost 30 admits the spot cluster and refuses the on-demand one."""
     r = up("--spot", "--json", home=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["price_per_node_hour"] == 2.7804 and doc["usd_at_ttl"] == 22.24
-    assert doc["price_date"] == "2026-11-09" and doc["spot_price_basis"].startswith("zone-max")
+    assert doc["price_per_node_hour"] == 2.1824 and doc["usd_at_ttl"] == 17.46
+    assert doc["price_date"] == "2026-11-09" and doc["spot_price_basis"].startswith("zone-median")
     assert "spot price of 2026-11-09" in doc["price_note"]
     text = up("--spot", home=tmp_path)
     assert "spot price of 2026-11-09" in " ".join(text.stdout.split()), text.stderr

@@ -29,19 +29,19 @@ def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():
 
 
 def test_spot_stack_with_a_catalog_spot_price_shows_it_with_date_basis_and_age():
-    """aws-g5 (2 x g5.12xlarge, spot) is priced at the catalog's dated spot price: the highest
-    of its us-east-1 zones, 2.7804 $/h in skypilot-catalog v8 aws vms.csv at commit 00148f2a
-    (use1-az1; the other zones 2.0796-2.2387), recorded on or before 2026-11-09."""
+    """aws-g5 (2 x g5.12xlarge, spot) is priced at the catalog's dated spot price: the median
+    of its us-east-1 zones, 2.1824 $/h in skypilot-catalog v8 aws vms.csv at commit 00148f2a
+    (use1-az5; the five zones 2.0796-2.7804), recorded on or before 2026-11-09."""
     doc = plan_stack("aws-g5")
     assert doc["spot"] and doc["price_basis"] == "spot"
-    assert doc["price_per_node_hour"] == 2.7804
-    assert doc["estimated_usd_per_hour"] == round(2 * 2.7804, 3)
+    assert doc["price_per_node_hour"] == 2.1824
+    assert doc["estimated_usd_per_hour"] == round(2 * 2.1824, 3)
     assert doc["on_demand_per_node_hour"] == 5.672  # kept, to compare
     assert doc["price_date"] == "2026-11-09"
-    assert doc["spot_price_basis"] == "zone-max: the highest of 5 zones in us-east-1 (2.08-2.78)"
+    assert doc["spot_price_basis"] == "zone-median: the median of 5 zones in us-east-1 (2.08-2.78)"
     age = (date.today() - date(2026, 11, 9)).days
     assert doc["price_age_days"] == age and doc["price_old"] is (age > 90)
-    assert "2026-11-09" in doc["price_note"] and "zone-max" in doc["price_note"]
+    assert "2026-11-09" in doc["price_note"] and "zone-median" in doc["price_note"]
     assert "00148f2af3672e2229b4f7bf8157d5a3f36e3c35" in doc["price_note"]
 
 
