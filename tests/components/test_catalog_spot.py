@@ -57,6 +57,12 @@ SOURCE = {
         "use1-az5": 25.7522, "use1-az6": 17.6289,
     },
     "p5en.48xlarge": {"use1-az2": 18.2492, "use1-az6": 16.5551},
+    # g6: us-east-1 rows in use1-az1, az2, az4, az6 only.
+    "g6.2xlarge": {"use1-az1": 0.5772, "use1-az2": 0.4462, "use1-az4": 0.5067, "use1-az6": 0.4416},
+    "g6.24xlarge": {
+        "use1-az1": 2.5043, "use1-az2": 2.6955, "use1-az4": 3.1365, "use1-az6": 3.2462,
+    },
+    "g6.48xlarge": {"use1-az1": 3.7289, "use1-az2": 6.2789, "use1-az4": 5.947, "use1-az6": 5.0768},
 }  # fmt: skip
 COMMIT = "00148f2af3672e2229b4f7bf8157d5a3f36e3c35"
 
@@ -142,4 +148,4 @@ def test_median_and_min_bases():
 def test_spot_age_counts_days_from_the_price_date():
     it = catalog.lookup("aws", "g5.12xlarge")
     assert catalog.spot_age_days(it, date(2026, 11, 25)) == 16
-    assert catalog.spot_age_days(catalog.lookup("aws", "p4d.24xlarge")) is None
+    assert catalog.spot_age_days(catalog.lookup("aws", "p5.4xlarge")) is None
