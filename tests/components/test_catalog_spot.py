@@ -63,6 +63,9 @@ SOURCE = {
         "use1-az1": 2.5043, "use1-az2": 2.6955, "use1-az4": 3.1365, "use1-az6": 3.2462,
     },
     "g6.48xlarge": {"use1-az1": 3.7289, "use1-az2": 6.2789, "use1-az4": 5.947, "use1-az6": 5.0768},
+    "g6e.48xlarge": {
+        "use1-az1": 8.0189, "use1-az2": 20.64, "use1-az4": 10.2818, "use1-az6": 10.4635,
+    },
 }  # fmt: skip
 COMMIT = "00148f2af3672e2229b4f7bf8157d5a3f36e3c35"
 
