@@ -70,20 +70,19 @@ write_file() {  # FILE TEXT: atomic
   printf '%s\n' "$2" > "$1.$$.tmp" && mv -f "$1.$$.tmp" "$1"
 }
 
-signal_ranks() {
-  local p env n=0 pids=()
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
+signal_ranks() {  # one grep over every /proc/PID/environ (NUL-separated: -z), then a filter
+  local f p n=0 files=()
+  mapfile -t files < <(grep -lzE '^GPUFLEET_RUN_ID=.' /proc/[0-9]*/environ 2>/dev/null)
+  if [ -n "$sandbox" ] && [ ${#files[@]} -gt 0 ]; then
+    mapfile -t files < <(grep -lzxF "GPUFLEET_SANDBOX=$sandbox" "${files[@]}" 2>/dev/null)
+  fi
+  if [ -n "$sandbox" ] && [ ${#files[@]} -gt 0 ]; then
+    mapfile -t files < <(grep -lzxF "GPUFLEET_NODE=$node" "${files[@]}" 2>/dev/null)
+  fi
+  for f in "${files[@]}"; do
+    p=${f#/proc/}
+    p=${p%/environ}
     [ "$p" = "$$" ] || [ "$p" = "$BASHPID" ] && continue
-    env=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) || continue
-    grep -q '^GPUFLEET_RUN_ID=.' <<< "$env" || continue
-    if [ -n "$sandbox" ]; then
-      grep -qxF "GPUFLEET_SANDBOX=$sandbox" <<< "$env" || continue
-      grep -qxF "GPUFLEET_NODE=$node" <<< "$env" || continue
-    fi
-    pids+=("$p")
-  done
-  for p in "${pids[@]}"; do
     kill -TERM "$p" 2>/dev/null && n=$((n + 1))
   done
   log "SIGTERM sent to $n process(es) with GPUFLEET_RUN_ID"
