@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 from gpufleet.components.resources import data_dir
@@ -67,6 +68,13 @@ def parse(text: str) -> dict | None:
         if isinstance(doc, dict) and all(k in doc for k in KEYS):
             return {k: doc[k] for k in KEYS}
     return None
+
+
+def node_script() -> str:
+    """SCRIPT as cloud-init writes it on a node: no comments, indentation or blank lines (EC2
+    takes 16 KB of user data); tests run this copy too."""
+    text = re.sub(r"^[ \t]*#(?!!).*\n", "", SCRIPT, flags=re.M)
+    return re.sub(r"^[ \t]+|^\n|[ \t]+# [^'\"`\n]*$", "", text, flags=re.M)
 
 
 def unit_exec(cloud: str) -> str:

@@ -66,34 +66,29 @@ PIDNS = _has_pidns()
 class Node:
     """The watcher and two dummies (a rank with GPUFLEET_RUN_ID, a bystander without)."""
 
-    def __init__(self, tmp: Path, cloud: str, url: str, every: float = 1) -> None:
+    def __init__(
+        self, tmp: Path, cloud: str, url: str, every: float | None = 1, node_copy: bool = True
+    ) -> None:
         self.dir = tmp
         self.state = tmp / "state"
         self.tag = f"t{uuid.uuid4().hex[:8]}"
         marker = f"GPUFLEET_SANDBOX={self.tag} GPUFLEET_NODE=node-1"
-        watch = [
-            "bash",
-            str(SCRIPT),
-            "--cloud",
-            cloud,
-            "--state",
-            str(self.state),
-            "--url",
-            url,
-            "--every",
-            str(every),
-        ]
+        script = SCRIPT
+        if node_copy:  # what cloud-init writes on a node (comments and indentation dropped)
+            script = tmp / "preempt_watch.sh"
+            script.write_text(preempt.node_script())
+        watch = ["bash", str(script), "--cloud", cloud, "--state", str(self.state), "--url", url]
+        watch += ["--every", str(every)] if every else []
         if not PIDNS:
             watch += ["--sandbox", self.tag, "--node", "node-1"]
         q = subprocess.list2cmdline
         py = sys.executable
-        script = (
+        line = (
             f"env {marker} GPUFLEET_RUN_ID=r1 {py} -c {q([RANK])} {tmp}/rank & "
             f"env {marker} {py} -c {q([RANK])} {tmp}/bystander & "
             f"exec {' '.join(watch)} 2>{tmp}/watch.log"
         )
-        # env -u: this test's own GPUFLEET_RUN_ID, if any, is no dummy's
-        argv = ["bash", "-c", script]
+        argv = ["bash", "-c", line]
         if PIDNS:
             argv = ["unshare", "-r", "-p", "-f", "--mount-proc", *argv]
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLEET_")}
@@ -184,8 +179,14 @@ def test_aws_spot_instance_action(fake, node_factory):
     assert 200 in fake.statuses("api/token")
 
 
+def test_aws_default_poll_every_5_s(fake, node_factory):
+    """The interval AWS recommends (every 5 s): the ranks still get SIGTERM within 10 s."""
+    node = node_factory("aws", fake.url(), every=None)
+    _check_notice(node, fake, "aws", 5)
+
+
 def test_aws_rebalance_is_advisory(fake, node_factory):
-    node = node_factory("aws", fake.url(), every=1)
+    node = node_factory("aws", fake.url(), every=1, node_copy=False)
     fake.rebalance()
     deadline = time.monotonic() + 10
     while not (node.state / preempt.REBALANCE).exists():
