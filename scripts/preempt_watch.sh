@@ -7,7 +7,7 @@
 # --url: the metadata service (tests and the sandbox point it at a fake); --sandbox/--node: on
 # the sandbox, where every node shares one host, only processes whose environment also holds
 # GPUFLEET_SANDBOX=CLUSTER and GPUFLEET_NODE=NODE are this node's.
-# Notices (docs/preemption.md has the sources):
+# Notices (docs/node-image.md, "Preemption notices", has the sources):
 #   aws: GET latest/meta-data/spot/instance-action with an IMDSv2 token, every 5 s; 404 until a
 #        notice, then {"action": "terminate|stop|hibernate", "time": "...Z"}, ~2 min ahead.
 #        latest/meta-data/events/recommendations/rebalance is ADVISORY: a rebalance
