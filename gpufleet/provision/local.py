@@ -27,6 +27,7 @@ from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.provision import Progress
+from gpufleet.provision.localpreempt import start_watcher
 from gpufleet.provision.localprocs import _cmdline, stop_by_folder, stop_cluster_processes
 from gpufleet.provision.localsshd import (
     _write,
@@ -65,6 +66,7 @@ class LocalProvisioner:
         nodes: list[NodeInfo] = []
         procs: dict[str, subprocess.Popen] = {}
         pids: dict[str, int] = {}
+        watchers: dict[str, int] = {}  # preemption watchers, GPUFLEET_SANDBOX_METADATA only
         uid = secrets.token_hex(8)  # tells this cluster from an earlier one of the same name
         expires_at = spec.expiry()
         try:
@@ -83,6 +85,9 @@ class LocalProvisioner:
                     lease = time.time() + spec.boot_lease_minutes * 60
                     _write(ndir / "lease", f"{lease:.0f}\n", 0o644)
                 (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
+                # first, as the recipe starts it on a cloud node (found by `down` by its folder)
+                if (wpid := start_watcher(spec.name, cdir, name, ndir)) is not None:
+                    watchers[name] = wpid
                 port = free_port(addr)
                 conf = ndir / "sshd_config"
                 _write(
@@ -132,6 +137,7 @@ class LocalProvisioner:
                     "sshd": sshd,
                     "watchdog": pids["watchdog"],
                     "uid": uid,
+                    **({"preempt": watchers} if watchers else {}),
                 },
                 # The generated key plays the bootstrap key a cloud node gets in its user data;
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
