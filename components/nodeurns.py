@@ -69,3 +69,23 @@ def node_urns(resources: Iterable[Mapping[str, Any]], cluster: str, index: int) 
         own |= more
         grew = bool(more)
     return sorted(own)
+
+
+# A node's resources that outlive its instance: targeted when it is replaced (so they are
+# read and kept as declared), never replaced themselves, so its addresses stay. AWS: the
+# head's own ENI (delete_on_termination "false", components/aws/fleet.py) and the Elastic IP
+# on it; Azure: the NIC (deleteOption Detach, components/azure/network.py) and the static
+# public IP on it. The instance is delete_before_replace, so the interface is free again.
+KEPT_TYPES = frozenset(
+    {
+        "aws:ec2/networkInterface:NetworkInterface",
+        "aws:ec2/eip:Eip",
+        "azure-native:network:NetworkInterface",
+        "azure-native:network:PublicIPAddress",
+    }
+)
+
+
+def replaced_urns(urns: Iterable[str]) -> list[str]:
+    """Of a node's URNs (node_urns), those replacing it replaces: all but KEPT_TYPES."""
+    return sorted(u for u in urns if urn_type(u) not in KEPT_TYPES)

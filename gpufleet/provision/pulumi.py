@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,10 +218,15 @@ class PulumiProvisioner:
         backend: str | None = None,
         secrets_provider: str | None = None,
         policy: bool = True,
+        capacity_waits_s: tuple[float, ...] = (30.0, 60.0),
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.backend = backend
         self.secrets_provider = secrets_provider  # --secrets-provider (else the env's)
         self.policy = policy  # False: --no-policy
+        # replace(): the waits before each retry of a replacement refused for capacity
+        self.capacity_waits_s = capacity_waits_s
+        self.sleep = sleep
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
@@ -452,13 +459,15 @@ class PulumiProvisioner:
             ) from e
 
     def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
-        """`pulumi up --replace URN... --target URN...` of only `nodes`' own resources
-        (components/nodeurns.py): each instance (deleted first: delete_before_replace) with its
-        interfaces, public IP, launch template, host key, schedules and role assignments, in
+        """`pulumi refresh --target`, then `pulumi up --replace URN... --target URN...` of only
+        `nodes`' own resources (components/nodeurns.py): each instance (deleted first:
+        delete_before_replace; created where the cloud already deleted it) with its launch
+        template, host key, schedules and role assignments (its own ENI / NIC and the public
+        IP on it are kept: same addresses), retried on a capacity error, in
         the same network, placement group / compact policy / availability set and zone; the
         survivors and everything shared keep their state. The record keeps the survivors'
         pinned host keys and takes the new nodes' addresses and keys from the stack outputs."""
-        from gpufleet.components.nodeurns import node_urns
+        from gpufleet.components.nodeurns import node_urns, replaced_urns
 
         refuse_unknown_nodes(info, nodes)
         if info.provider.get("adopted"):
@@ -531,16 +540,23 @@ class PulumiProvisioner:
             f"pulumi up: replacing {', '.join(nodes)} of stack {stack.name} "
             f"({len(urns)} resources; the other nodes and shared resources untouched)"
         )
+        again = replaced_urns(urns)
+        tries = len(self.capacity_waits_s) + 1
         try:
-            result = stack.up(
-                on_output=_progress_lines(progress),
-                color="never",
-                # refresh: with targets, only these (an instance the cloud took is seen gone)
-                refresh=True,
-                replace=urns,
-                target=urns,
-                **packs,
-            )
+            for attempt in range(tries):
+                try:
+                    result = self._refresh_and_up(stack, urns, again, progress, packs)
+                    break
+                except Exception as e:
+                    code = capacity_code(str(e))
+                    if not code or refused or attempt + 1 == tries:
+                        raise
+                    wait = self.capacity_waits_s[attempt]
+                    progress(
+                        f"no capacity to replace {', '.join(nodes)} ({code}); trying again "
+                        f"in {wait:g} s ({attempt + 2} of {tries})"
+                    )
+                    self.sleep(wait)
         except Exception as e:
             expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
             if expired is not None:  # past its expiry: the program refuses to make nodes
@@ -549,7 +565,9 @@ class PulumiProvisioner:
                 raise refused[0] from e
             code = capacity_code(str(e))
             if code:
-                raise CapacityError(spec, [spec.zone] if spec.zone else [], code, nodes) from e
+                raise CapacityError(
+                    spec, [spec.zone] if spec.zone else [], code, nodes, tries=tries
+                ) from e
             from gpufleet.components.registry import explain_failure
 
             known = explain_failure(spec.cloud, str(e))
@@ -575,6 +593,28 @@ class PulumiProvisioner:
         sshconfig.write(new)
         wait_for_ssh(new, nodes, progress)
         return state.load(new.name)  # first contact may have rotated bootstrap keys
+
+    @staticmethod
+    def _refresh_and_up(
+        stack: Any, urns: list[str], again: list[str], progress: Progress, packs: dict[str, Any]
+    ) -> Any:
+        """`pulumi refresh --target` of the nodes' resources, then `pulumi up --target` of
+        them all with `--replace` of those of `again` still in the state. Not `up --refresh`:
+        the engine refreshes first, drops what the provider no longer finds (an instance the
+        cloud deleted: GCE Spot DELETE, Azure eviction Delete, EC2 one-time spot terminate),
+        then refuses a --replace of a URN no longer in the state ("one or more targets could
+        not be found in the stack", pkg/resource/deploy/deployment_executor.go checkTargets).
+        A targeted URN not in the state is created."""
+        stack.refresh(target=urns, on_output=_progress_lines(progress), color="never")
+        after = (stack.export_stack().deployment or {}).get("resources") or []
+        present = {str(r.get("urn")) for r in after if r.get("urn") and not r.get("delete")}
+        return stack.up(
+            on_output=_progress_lines(progress),
+            color="never",
+            replace=[u for u in again if u in present],
+            target=urns,
+            **packs,
+        )
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         """Each node's instance as its cloud provider reads it now (`pulumi refresh
@@ -859,16 +899,25 @@ class CapacityError(GpufleetError):
     """No zone tried had machines of the type; says what else to try."""
 
     def __init__(
-        self, spec: ClusterSpec, zones: list[str], code: str, replacing: list[str] | None = None
+        self,
+        spec: ClusterSpec,
+        zones: list[str],
+        code: str,
+        replacing: list[str] | None = None,
+        tries: int = 1,
     ):
         where = ", ".join(zones) if zones else "the zone the cloud picked"
         if replacing:  # replace(): the placement is the cluster's, so no other zone helps
             super().__init__(
                 f"no capacity for {len(replacing)} × {spec.instance_type} in {where} ({code}) "
-                f"to replace {', '.join(replacing)} of {spec.name}; the other nodes are kept",
-                hint="run the recovery again later (capacity comes and goes), use "
-                "--recover-mode restart if the node comes back, or `gpufleet down` and `up` "
-                "in another zone; capacity you hold (reservation: ...) avoids this",
+                f"to replace {', '.join(replacing)} of {spec.name} "
+                f"({tries} {'try' if tries == 1 else 'tries'}, in the cluster's placement); "
+                "the other nodes are kept",
+                hint="--recover-mode relaunch makes all nodes anew in a new placement group / "
+                "compact policy / proximity group (where the lost node alone did not fit), or "
+                "run the recovery again later (capacity comes and goes); --recover-mode "
+                "restart if the node comes back; capacity you hold (reservation: ...) avoids "
+                "this",
             )
         else:
             super().__init__(

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.components.nodeurns import node_index, node_urns, urn_name, urn_type
+from gpufleet.components.nodeurns import (
+    node_index,
+    node_urns,
+    replaced_urns,
+    urn_name,
+    urn_type,
+)
 from tests.components.stackurns import run_stack
 
 # p5 with EFA (32 EFA interfaces; the head's own ENI with an Elastic IP) and bootstrap host
@@ -131,3 +137,17 @@ def test_a_same_named_resource_outside_the_fleet_is_not_the_node_s():
         {"urn": inside, "parent": fleet, "delete": True},  # a pending delete: listed once
     ]
     assert node_urns(resources, "c4", 1) == sorted([inside, child])
+
+
+@pytest.mark.parametrize("cloud", sorted(STACKS))
+def test_replacing_the_head_keeps_its_interface_and_public_address(cloud):
+    """The head's own ENI (delete_on_termination false) and its Elastic IP on AWS, its NIC
+    (deleteOption Detach) and static public IP on Azure outlive its instance: replaced_urns
+    leaves them out (they stay targeted), so its addresses stay; the instance is replaced."""
+    registered, per_node = owned(cloud, 4)
+    types = {r["urn"]: r["type"] for r in registered}
+    nic = {"azure-native:network:NetworkInterface"} if cloud == "azure" else set()
+    for i, kept_types in ((0, HEAD_TYPES[cloud] | nic), (1, nic)):
+        again = set(replaced_urns(per_node[i]))
+        assert f"c4-node-{i}" in {urn_name(u) for u in again}  # the instance
+        assert {types[u] for u in per_node[i] - again} == kept_types

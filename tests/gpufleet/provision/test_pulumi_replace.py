@@ -48,15 +48,25 @@ def mock_run(spec, conf, program=None):
     return registered, outputs
 
 
-class FakeStack:
-    """The engine's side: export_stack lists what the first `up` registered; up() records its
-    arguments, runs the given program under mocks, and answers its outputs with the replaced
-    nodes at new addresses."""
+ENGINE_MISSING = "error: one or more targets could not be found in the stack"
 
-    def __init__(self, registered, spec, conf, program, fail: Exception | None = None):
+
+class FakeStack:
+    """The engine's side: export_stack lists the state (what the first `up` registered);
+    refresh() drops the URNs in `gone` from it (an instance the cloud deleted, as a provider
+    read finds no such resource); up() (after that same refresh where refresh=True) refuses a
+    `replace` URN not in the state as the engine does (deployment_executor.go checkTargets),
+    records its arguments, raises the next of `fail` while any are left, runs the given
+    program under mocks and answers its outputs with the remade nodes at new addresses: a new
+    instance id for each instance replaced or created anew, a new private IP too unless the
+    node's interface (an ENI / NIC of its own) was kept."""
+
+    def __init__(self, registered, spec, conf, program, fail=(), gone=()):
         self.name = spec.name
         self.registered, self.spec, self.conf, self.program = registered, spec, conf, program
-        self.fail = fail
+        self.state = list(registered)
+        self.fail, self.gone = list(fail), set(gone)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
         self.ups: list[dict[str, Any]] = []
         self.config: dict[str, str] = {}
 
@@ -67,24 +77,44 @@ class FakeStack:
         return {}
 
     def export_stack(self):
-        return SimpleNamespace(deployment={"resources": self.registered})
+        return SimpleNamespace(deployment={"resources": list(self.state)})
+
+    def refresh(self, **kw):
+        self.calls.append(("refresh", kw))
+        targets = set(kw["target"])
+        self.state = [r for r in self.state if not (r["urn"] in targets and r["urn"] in self.gone)]
 
     def up(self, **kw):
+        self.calls.append(("up", kw))
         self.ups.append(kw)
-        if self.fail is not None:
-            raise self.fail
+        if kw.get("refresh"):  # the engine refreshes the targets first, then checks them
+            self.state = [r for r in self.state if r["urn"] not in self.gone & set(kw["target"])]
+        present = {r["urn"] for r in self.state}
+        if any(u not in present for u in kw.get("replace") or []):
+            raise RuntimeError(ENGINE_MISSING)
+        remade = set(kw.get("replace") or []) | (set(kw["target"]) - present)
+        if self.fail:
+            # delete_before_replace: the old instance went before the create failed
+            self.state = [r for r in self.state if r["urn"] not in remade]
+            raise self.fail.pop(0)
         _, outputs = mock_run(self.spec, self.conf, self.program)
-        replaced = {urn_name(u) for u in kw["replace"]}
+        remade_names = {urn_name(u) for u in remade}
+        names = {urn_name(r["urn"]) for r in self.registered}
         for i, n in enumerate(outputs["nodes"]):
-            if f"{self.spec.name}-node-{i}" in replaced:
-                n["private_ip"] = f"10.99.0.{i}"
+            node = f"{self.spec.name}-node-{i}"
+            own = [f"{node}-{k}" for k in ("eni", "nic") if f"{node}-{k}" in names]
+            interface = own[0] if own else node
+            if node in remade_names:
                 n["instance_id"] = f"new-{i}"
                 if n.get("host_key"):
                     n["host_key"] = fake_public_key(f"new-{i}")
+            if interface in remade_names:
+                n["private_ip"] = f"10.99.0.{i}"
+        self.state = list(self.registered)
         return SimpleNamespace(outputs={k: SimpleNamespace(value=v) for k, v in outputs.items()})
 
 
-def make_cluster(cloud: str, monkeypatch, fail: Exception | None = None):
+def make_cluster(cloud: str, monkeypatch, fail=(), gone=()):
     """A recorded 4-node cluster of `cloud` whose nodes have pinned host keys, and the fake
     stack replace() will be given."""
     stack, extra = STACKS[cloud]
@@ -113,7 +143,8 @@ def make_cluster(cloud: str, monkeypatch, fail: Exception | None = None):
     stacks: list[FakeStack] = []
 
     def fake_stack(name, backend, program=None, **_):
-        stacks.append(FakeStack(registered, spec, conf, program, fail))
+        gone_urns = {r["urn"] for r in registered if urn_name(r["urn"]) in gone}
+        stacks.append(FakeStack(registered, spec, conf, program, fail, gone_urns))
         return stacks[-1]
 
     waited: list[list[str]] = []
@@ -147,12 +178,18 @@ def test_replacing_node_1_ups_only_its_own_resources(gpufleet_home, monkeypatch,
         for r in registered
         if urn_name(r["urn"]) in ("c4-node-1",) or urn_name(r["urn"]).startswith("c4-node-1-")
     )
-    assert call["replace"] == mine and call["target"] == mine
-    assert call["refresh"] is True
+    # its NIC (Azure; deleteOption Detach) outlives the VM: targeted, not replaced
+    kept = {u for u in mine if urn_name(u) == "c4-node-1-nic"}
+    assert (cloud == "azure") == bool(kept)
+    assert call["replace"] == sorted(set(mine) - kept) and call["target"] == mine
+    assert "refresh" not in call  # refreshed first, on its own (below)
+    assert [(op, kw["target"]) for op, kw in stack.calls] == [("refresh", mine), ("up", mine)]
     assert any(urn_name(u) == "c4-node-1" for u in mine)
     assert len(mine) < len(registered) / 4  # nothing shared, nothing of node-0/2/3
     # the record: node-1 anew, the others exactly as pinned before
-    assert new.node("node-1").private_ip == "10.99.0.1"
+    # a kept NIC keeps its address (Azure); elsewhere the new instance has a new one
+    ip = before["node-1"].private_ip if kept else "10.99.0.1"
+    assert new.node("node-1").private_ip == ip
     assert new.node("node-1").instance_id == "new-1"
     assert new.node("node-1").host_key != before["node-1"].host_key
     for name in ("node-0", "node-2", "node-3"):
@@ -160,7 +197,7 @@ def test_replacing_node_1_ups_only_its_own_resources(gpufleet_home, monkeypatch,
     assert state.load("c4") == new
     with open(new.known_hosts_path) as f:
         known = f.read()
-    assert f"10.99.0.1 {new.node('node-1').host_key}" in known
+    assert f"{ip} {new.node('node-1').host_key}" in known
     assert before["node-2"].host_key in known and before["node-1"].host_key not in known
     assert waited == [["node-1"]]
     assert any("replacing node-1" in m for m in lines)
@@ -182,18 +219,90 @@ def test_a_name_not_in_the_cluster_is_refused_before_anything_runs(gpufleet_home
 
 
 def test_no_capacity_for_the_replacement_is_a_capacity_error_with_a_fix(gpufleet_home, monkeypatch):
-    """GCE's ZONE_RESOURCE_POOL_EXHAUSTED (troubleshooting-resource-availability): the
-    replacement stays in the cluster's zone and compact policy, so the fix is not another
-    zone for this node."""
+    """GCE's ZONE_RESOURCE_POOL_EXHAUSTED (troubleshooting-resource-availability) on every
+    try: the replacement stays in the cluster's zone and compact policy, so after the retries
+    the fix named is a new placement for all nodes (--recover-mode relaunch)."""
     boom = Exception("error: googleapi: Error 503: ZONE_RESOURCE_POOL_EXHAUSTED")
-    info, _, stacks, waited = make_cluster("gcp", monkeypatch, fail=boom)
+    info, _, stacks, waited = make_cluster("gcp", monkeypatch, fail=[boom] * 3)
+    slept: list[float] = []
+    lines: list[str] = []
+    prov = pp.PulumiProvisioner(policy=False, sleep=slept.append)
     with pytest.raises(pp.CapacityError) as e:
-        pp.PulumiProvisioner(policy=False).replace(info, ["node-2"], print)
+        prov.replace(info, ["node-2"], lines.append)
     assert e.value.replacing == ["node-2"] and e.value.zones == ["us-central1-a"]
-    assert "to replace node-2 of c4" in e.value.message
+    assert "to replace node-2 of c4 (3 tries" in e.value.message
     assert "other nodes are kept" in e.value.message
-    assert "again later" in e.value.hint
+    assert "--recover-mode relaunch" in e.value.hint and "again later" in e.value.hint
+    assert slept == [30.0, 60.0]
+    assert len(stacks[0].ups) == 3
+    assert sum("trying again in" in m for m in lines) == 2
     assert waited == [] and state.load("c4") == info  # the record is untouched
+
+
+def test_capacity_refused_twice_then_found_replaces_the_node(gpufleet_home, monkeypatch):
+    """EC2's InsufficientInstanceCapacity for the placement group twice, then capacity: the
+    third try replaces node-2. The first failed try already deleted the old instance
+    (delete_before_replace), so the retries refresh again and create it (target) rather than
+    ask to replace a URN no longer in the state."""
+    boom = Exception("error: creating EC2 Instance: InsufficientInstanceCapacity: ...")
+    info, _, stacks, waited = make_cluster("aws", monkeypatch, fail=[boom, boom])
+    slept: list[float] = []
+    prov = pp.PulumiProvisioner(policy=False, capacity_waits_s=(1.0, 2.0), sleep=slept.append)
+    new = prov.replace(info, ["node-2"], lambda _m: None)
+    [stack] = stacks
+    assert slept == [1.0, 2.0]
+    assert [op for op, _ in stack.calls] == ["refresh", "up"] * 3
+    assert any(urn_name(u) == "c4-node-2" for u in stack.ups[0]["replace"])
+    assert not any(urn_name(u) == "c4-node-2" for u in stack.ups[2]["replace"])
+    assert any(urn_name(u) == "c4-node-2" for u in stack.ups[2]["target"])
+    assert new.node("node-2").instance_id == "new-2"
+    assert waited == [["node-2"]]
+
+
+def test_a_non_capacity_failure_is_not_retried(gpufleet_home, monkeypatch):
+    boom = Exception("error: UnauthorizedOperation: not authorized to perform ec2:RunInstances")
+    info, _, stacks, _ = make_cluster("aws", monkeypatch, fail=[boom])
+    slept: list[float] = []
+    with pytest.raises(pp.GpufleetError) as e:
+        pp.PulumiProvisioner(policy=False, sleep=slept.append).replace(info, ["node-1"], print)
+    assert not isinstance(e.value, pp.CapacityError)
+    assert slept == [] and len(stacks[0].ups) == 1
+
+
+@pytest.mark.parametrize("cloud", sorted(STACKS))
+def test_an_instance_the_cloud_already_deleted_is_created_not_replaced(
+    gpufleet_home, monkeypatch, cloud
+):
+    """The common case: node-1's Spot VM is gone (GCE instance_termination_action DELETE,
+    Azure eviction policy Delete, EC2 one-time spot terminate). The refresh drops it from the
+    state; `up --replace` of it would be refused by the engine (the fake's check), so only
+    what is still there is replaced and the instance is created as a target."""
+    info, registered, stacks, waited = make_cluster(cloud, monkeypatch, gone={"c4-node-1"})
+    new = pp.PulumiProvisioner(policy=False).replace(info, ["node-1"], lambda _m: None)
+    [stack] = stacks
+    [call] = stack.ups
+    names = {urn_name(u) for u in call["replace"]}
+    assert "c4-node-1" not in names and names  # its other resources are still replaced
+    assert "c4-node-1" in {urn_name(u) for u in call["target"]}
+    assert new.node("node-1").instance_id == "new-1"
+    assert waited == [["node-1"]]
+
+
+def test_replacing_the_head_keeps_its_interface_and_address(gpufleet_home, monkeypatch):
+    """p5's head has its own ENI (delete_on_termination false) with the Elastic IP: both
+    targeted, neither replaced, so the new instance takes the same private and public
+    address (the fake gives a new private IP only to a node whose interface was remade)."""
+    info, _, stacks, _ = make_cluster("aws", monkeypatch)
+    before = info.node("node-0").model_copy(deep=True)
+    new = pp.PulumiProvisioner(policy=False).replace(info, ["node-0"], lambda _m: None)
+    [call] = stacks[0].ups
+    replaced = {urn_name(u) for u in call["replace"]}
+    targeted = {urn_name(u) for u in call["target"]}
+    assert "c4-node-0" in replaced
+    assert {"c4-node-0-eni", "c4-node-0-eip"} <= targeted - replaced
+    assert new.node("node-0").instance_id == "new-0"
+    assert new.node("node-0").private_ip == before.private_ip
+    assert new.node("node-0").public_ip == before.public_ip
 
 
 # --- status: the provider plugins' view of each node's instance (a refresh preview) --------
