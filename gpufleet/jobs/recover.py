@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import shlex
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import RecoverySpec
 from gpufleet.core.errors import GpufleetError, JobFailed, NodeLost
+from gpufleet.core.signals import start_threads
+
+if TYPE_CHECKING:
+    from gpufleet.remote import Group
 
 CONFIRM_S = 15.0  # a node is lost only when its provider says so or it refuses this long
 CONFIRM_EVERY_S = 3.0
@@ -129,8 +136,8 @@ def confirm_lost(
         sleep(every_s)
 
 
-def leftovers_command(run_id: str, kill: bool) -> str:
-    """PIDs on a node whose environment holds GPUFLEET_RUN_ID=run_id (killed first, with
+def leftovers_command(run_id: str, kill: bool, sig: str = "KILL") -> str:
+    """PIDs on a node whose environment holds GPUFLEET_RUN_ID=run_id (sent `sig` first, with
     kill); on the sandbox only this node's (GPUFLEET_SANDBOX / GPUFLEET_NODE as the session's)."""
     want = shlex.quote(f"GPUFLEET_RUN_ID={run_id}")
     scan = (
@@ -144,7 +151,90 @@ def leftovers_command(run_id: str, kill: bool) -> str:
     )
     if not kill:
         return scan + "scan; true"
+    if sig != "KILL":  # a signal the ranks handle: sent once, nothing waited for
+        return scan + f'l=$(scan); [ -n "$l" ] && kill -{sig} $l 2>/dev/null; true'
     return scan + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; sleep 0.5; scan; true'
+
+
+def _preempt() -> Any:
+    """components/preempt.py (the preempt helper's), or None in a build without it."""
+    try:
+        return importlib.import_module("gpufleet.components.preempt")
+    except ImportError:
+        return None
+
+
+def read_notices(group: Group) -> dict[str, dict]:
+    """node -> preemption notice, for the group's nodes that have one and answer."""
+    preempt = _preempt()
+    if preempt is None:
+        return {}
+    out: dict[str, dict] = {}
+    for n, r in group.run(preempt.read_command(), check=False, timeout=20).items():
+        notice = preempt.parse(r.stdout) if r.ok else None
+        if notice:
+            out[n] = notice
+    return out
+
+
+class NoticeWatch:
+    """While an attempt runs: each node's preemption notice read every `every_s` on
+    connections of its own; on the first, every rank on every node gets SIGTERM (the job
+    checkpoints: all ranks agree to stop), and `stop_job` is called if they have not ended
+    by the notice's not_before (at most CHECKPOINT_GRACE_S)."""
+
+    def __init__(
+        self,
+        info: ClusterInfo,
+        run_id: str,
+        progress: Callable[[str], None],
+        stop_job: Callable[[], None],
+        every_s: float = 2.0,
+    ):
+        self.info, self.run_id, self.progress, self.stop_job = info, run_id, progress, stop_job
+        self.every_s = every_s
+        self.notices: dict[str, dict] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> NoticeWatch:
+        if _preempt() is not None:
+            start_threads([self._thread])
+        return self
+
+    def stop(self) -> dict[str, dict]:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        return dict(self.notices)
+
+    def _loop(self) -> None:
+        from gpufleet.remote import Group
+
+        with Group(self.info, connect_timeout=5) as g:
+            while not self._done.wait(self.every_s):
+                try:
+                    found = read_notices(g)
+                except Exception:
+                    continue
+                if found and not self.notices:
+                    self.notices.update(found)
+                    self._terminate(g, found)
+                    return
+
+    def _terminate(self, g: Group, found: dict[str, dict]) -> None:
+        started = time.time()
+        g.run(leftovers_command(self.run_id, kill=True, sig="TERM"), check=False, timeout=20)
+        ends = [float(v["not_before"]) for v in found.values() if v.get("not_before")]
+        until = min([*ends, started + CHECKPOINT_GRACE_S])
+        self.progress(
+            f"preemption notice on {', '.join(sorted(found))}: SIGTERM sent to the ranks on "
+            f"every node in {time.time() - started:.1f}s; they have until "
+            f"{max(until - time.time(), 0):.0f}s from now to checkpoint"
+        )
+        if not self._done.wait(max(until - time.time(), 0)):
+            self.progress("the ranks did not end by the notice's deadline: stopping them")
+            self.stop_job()
 
 
 def parse_pids(text: str) -> list[int]:

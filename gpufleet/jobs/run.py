@@ -432,6 +432,7 @@ class _Attempts:
         self.lease: _LeaseKeeper | None = None
         self.boxes: container.RunContainers | None = None
         self.info: ClusterInfo | None = None
+        self.notices: dict[str, dict] = {}  # the last attempt's preemption notices
 
     def connect(self, info: ClusterInfo) -> Group:
         """A group for these nodes (a new one after a replacement: addresses, host keys),
@@ -525,10 +526,16 @@ class _Attempts:
             commands = boxes.wrap_all(commands)
         if rec is not None:
             rec.restarted_at = time.time()
-        with launch.rendezvous(group, info, opts, wrap):
-            results = group.run(
-                commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
-            )
+        watch = None
+        if watch_notices(info.cloud):
+            watch = recover.NoticeWatch(info, opts.run_id, progress, group.cancel).start()
+        try:
+            with launch.rendezvous(group, info, opts, wrap):
+                results = group.run(
+                    commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
+                )
+        finally:
+            self.notices = watch.stop() if watch is not None else {}
         if boxes is not None and not all(r.ok for r in results.values()):
             # fail-fast killed the exec clients on the hosts, not what they started inside
             boxes.stop()
@@ -604,22 +611,20 @@ def _copy_checkpoints(
     )
 
 
-def _notices(group: Group | None, nodes: list[str]) -> dict[str, dict]:
-    """node -> preemption notice for the nodes that got one (components/preempt.py); a node
-    that does not answer tells nothing."""
-    try:
-        from gpufleet.components import preempt  # type: ignore[attr-defined]
-    except ImportError:  # the preempt component not in this build
-        return {}
-    if group is None or not nodes:
-        return {}
-    sub = group.subset(nodes)
-    out: dict[str, dict] = {}
-    for n, r in sub.run(preempt.read_command(), check=False, timeout=20).items():
-        notice = preempt.parse(r.stdout) if r.ok else None
-        if notice:
-            out[n] = notice
+def _notices(group: Group | None, nodes: list[str], seen: dict[str, dict]) -> dict[str, dict]:
+    """The preemption notices of the attempt that ended: those its watch saw, and those
+    the nodes that still answer have now (a node the cloud took already tells nothing)."""
+    out = dict(seen)
+    if group is not None and nodes and (watch_notices() or seen):
+        with contextlib.suppress(Exception):
+            out.update(recover.read_notices(group.subset(nodes)))
     return out
+
+
+def watch_notices(cloud: str = "") -> bool:
+    """Preemption notices are watched where the provider gives them, and on the sandbox when
+    it is pointed at a fake metadata server (tests: provision/localpreempt.py)."""
+    return bool((cloud and traits(cloud).notices) or os.environ.get("GPUFLEET_SANDBOX_METADATA"))
 
 
 def _recover(
@@ -715,7 +720,7 @@ def _job(
                 rec = None
                 if spec.max == 0 or spec.mode == "none":
                     raise
-                notices = _notices(att.group, [n.name for n in info.nodes])
+                notices = _notices(att.group, [n.name for n in info.nodes], att.notices)
                 end = recover.ending(e, notices, spec, getattr(e, "at", time.time()))
                 if end is None:
                     raise
