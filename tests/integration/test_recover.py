@@ -122,7 +122,8 @@ def test_a_killed_node_is_replaced_and_the_job_resumes(gpufleet_home, tmp_path):
     assert done and int(done.group(1)) == STEPS and done.group(2) == want, out[-3000:]
     assert not [p for p in old if _alive(p)], "a process of the old node-1 is still running"
     assert "no rank of run" in out
-    lost = max(before) - (after[0][0] - 1)
+    # steps done before the restart (the last may come after the kill) and not in the checkpoint
+    lost = max(k for k, t in steps if t < r["restarted_at"]) - (after[0][0] - 1)
     first = after[0][1]
     detect = r["detected_at"] - killed_at
     provision = r["provisioned_at"] - r["detected_at"]
@@ -160,4 +161,47 @@ def test_a_slow_node_is_not_replaced(gpufleet_home, tmp_path):
     print(f"\nslow node: {len(rec['recoveries'])} recoveries, status {rec['status']}")
     assert rec["recoveries"] == [] and "recovery" not in out.replace("recoveries", ""), out[-3000:]
     assert set(sshd_before) & set(stopped)
+    assert not wait_no_leaks(gpufleet_home, name)
+
+
+def test_a_preempted_node_is_replaced_with_no_step_lost(gpufleet_home, tmp_path, monkeypatch):
+    """A spot notice for node-1 from a fake AWS metadata server (tests/fakes/metadata.py; the
+    only fake): node-1's watcher SIGTERMs its rank, gpufleet's watch SIGTERMs every rank, the
+    job saves after the current step and exits 143; node-1 is replaced and the job resumes at
+    the step it stopped."""
+    from tests.fakes.metadata import FakeMetadata
+
+    want = baseline(gpufleet_home, tmp_path)
+    name = "rp"
+    with FakeMetadata() as fake:
+        monkeypatch.setenv("GPUFLEET_SANDBOX_METADATA", f"aws={fake.url()}/{{node}}")
+        with start(
+            gpufleet_home, workdir_with_script(tmp_path), name, 1.5, {"max": 2, "mode": "replace"}
+        ) as run:
+            assert run.wait_for(r"^\[node-0\] step 5 ", timeout=300), "".join(run.lines)[-3000:]
+            noticed = fake.preempt("node-1")
+            assert run.wait_for("preemption notice on node-1", timeout=30)
+            fake.state("node-1").preempted_at = None  # the new node-1 is another machine
+            rc, _, out = run.finish(timeout=400)
+    assert rc == 0, out[-4000:]
+    rec = record(out)
+    assert rec["status"] == "succeeded" and len(rec["recoveries"]) == 1, rec
+    r = rec["recoveries"][0]
+    assert (r["cause"], r["mode"], r["nodes"]) == ("preempted", "replace", ["node-1"]), r
+    stopped = re.search(r"^\[node-0\] stopped by SIGTERM after step (\d+)", out, re.M)
+    resumed = re.search(r"resumed_step=(\d+)", out.split("recovery 1 of")[1])
+    assert stopped and resumed and stopped.group(1) == resumed.group(1), out[-3000:]  # none lost
+    steps = [(int(k), float(t)) for k, t in STEP.findall(out)]
+    first = next((k, t) for k, t in steps if t > r["restarted_at"])
+    assert first[0] == int(resumed.group(1)) + 1
+    done = DONE.search(out)
+    assert done and int(done.group(1)) == STEPS and done.group(2) == want, out[-3000:]
+    print(
+        f"\npreempted: notice -> first step after the restart {first[1] - noticed:.1f}s "
+        f"(detect {r['detected_at'] - noticed:.1f}s, provision "
+        f"{r['provisioned_at'] - r['detected_at']:.1f}s, "
+        f"sync {r['synced_at'] - r['provisioned_at']:.1f}s, "
+        f"restart {first[1] - r['synced_at']:.1f}s); stopped after step {stopped.group(1)}, "
+        f"resumed at {first[0]}: 0 steps lost"
+    )
     assert not wait_no_leaks(gpufleet_home, name)
