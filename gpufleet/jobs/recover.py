@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import base64
-import importlib
 import shlex
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gpufleet.components import preempt
 from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import RecoverySpec
 from gpufleet.core.errors import GpufleetError, JobFailed, NodeLost
@@ -156,19 +156,8 @@ def leftovers_command(run_id: str, kill: bool, sig: str = "KILL") -> str:
     return scan + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; sleep 0.5; scan; true'
 
 
-def _preempt() -> Any:
-    """components/preempt.py (the preempt helper's), or None in a build without it."""
-    try:
-        return importlib.import_module("gpufleet.components.preempt")
-    except ImportError:
-        return None
-
-
 def read_notices(group: Group) -> dict[str, dict]:
     """node -> preemption notice, for the group's nodes that have one and answer."""
-    preempt = _preempt()
-    if preempt is None:
-        return {}
     out: dict[str, dict] = {}
     for n, r in group.run(preempt.read_command(), check=False, timeout=20).items():
         notice = preempt.parse(r.stdout) if r.ok else None
@@ -198,8 +187,7 @@ class NoticeWatch:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> NoticeWatch:
-        if _preempt() is not None:
-            start_threads([self._thread])
+        start_threads([self._thread])
         return self
 
     def stop(self) -> dict[str, dict]:

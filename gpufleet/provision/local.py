@@ -28,6 +28,7 @@ from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.provision import Progress
+from gpufleet.provision.localpreempt import start_watcher
 from gpufleet.provision.localprocs import (
     _cmdline,
     stop_by_folder,
@@ -62,8 +63,9 @@ def _start_node(
     user: str,
     public: bool,
     boot_lease_minutes: int | None,
-) -> tuple[NodeInfo, subprocess.Popen]:
-    """One node: its folder, host key, lease and sshd; the NodeInfo to record."""
+) -> tuple[NodeInfo, subprocess.Popen, int | None]:
+    """One node: its folder, host key, lease, preemption watcher (tests) and sshd; the
+    NodeInfo to record, the sshd, the watcher's pid."""
     ndir = cdir / "nodes" / name
     host = generate_ed25519(f"{cluster}-{name}")
     _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
@@ -72,6 +74,8 @@ def _start_node(
     if boot_lease_minutes:  # as a cloud node's bootcmd arms it (bootstrap.py)
         _write(ndir / "lease", f"{time.time() + boot_lease_minutes * 60:.0f}\n", 0o644)
     (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
+    # first, as the recipe starts it on a cloud node (found by `down` by its folder)
+    watcher = start_watcher(cluster, cdir, name, ndir)
     port = free_port(addr)
     conf = ndir / "sshd_config"
     config = sshd_config(
@@ -91,7 +95,7 @@ def _start_node(
         host_key=" ".join(host.public_openssh.split()[:2]),
         bootstrap_host_key=True,
     )
-    return node, proc
+    return node, proc, watcher
 
 
 class LocalProvisioner:
@@ -112,6 +116,7 @@ class LocalProvisioner:
         nodes: list[NodeInfo] = []
         procs: dict[str, subprocess.Popen] = {}
         pids: dict[str, int] = {}
+        watchers: dict[str, int] = {}  # preemption watchers, GPUFLEET_SANDBOX_METADATA only
         uid = secrets.token_hex(8)  # tells this cluster from an earlier one of the same name
         expires_at = spec.expiry()
         try:
@@ -122,9 +127,11 @@ class LocalProvisioner:
             _record_pids(cdir, pids)
             for i, (name, addr) in enumerate(zip(node_names(spec.nodes), addresses, strict=True)):
                 public = i == 0 or spec.public_workers
-                node, procs[name] = _start_node(
+                node, procs[name], wpid = _start_node(
                     sshd, cdir, spec.name, name, addr, user, public, spec.boot_lease_minutes
                 )
+                if wpid is not None:
+                    watchers[name] = wpid
                 pids[name] = procs[name].pid
                 _record_pids(cdir, pids)  # recorded before anything else can be lost
                 nodes.append(node)
@@ -145,6 +152,7 @@ class LocalProvisioner:
                     "sshd": sshd,
                     "watchdog": pids["watchdog"],
                     "uid": uid,
+                    **({"preempt": watchers} if watchers else {}),
                 },
                 # The generated key plays the bootstrap key a cloud node gets in its user data;
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
@@ -181,6 +189,7 @@ class LocalProvisioner:
         boot_lease = spec.boot_lease_minutes if spec is not None else None
         sshd = info.provider.get("sshd") or find_sshd()
         pids = dict(info.provider.get("pids", {}))
+        watchers = dict(info.provider.get("preempt", {}))
         procs: dict[str, subprocess.Popen] = {}
         new: dict[str, NodeInfo] = {}
         started = time.monotonic()
@@ -189,15 +198,21 @@ class LocalProvisioner:
             stop_node_processes(info.name, name, pids.get(name), cdir)
             shutil.rmtree(cdir / "nodes" / name, ignore_errors=True)
             public = old.public_ip is not None
-            new[name], procs[name] = _start_node(
+            new[name], procs[name], wpid = _start_node(
                 sshd, cdir, info.name, name, old.private_ip, info.ssh_user, public, boot_lease
             )
+            if wpid is not None:
+                watchers[name] = wpid
             pids[name] = procs[name].pid
             _record_pids(cdir, {**pids, "watchdog": info.provider.get("watchdog", 0)})
         info = info.model_copy(
             update={
                 "nodes": [new.get(n.name, n) for n in info.nodes],
-                "provider": {**info.provider, "pids": pids},
+                "provider": {
+                    **info.provider,
+                    "pids": pids,
+                    **({"preempt": watchers} if watchers else {}),
+                },
             }
         )
         _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
