@@ -171,6 +171,11 @@ def main() -> int:
         )
 
     ddp = DDP(model.to(device), device_ids=[local_rank] if cuda else None)
+    # DDP rebuilds its gradient buckets after its first backward: a warm-up pass (no step)
+    # makes every start use the same layout, so 3+ ranks sum each gradient in the same order
+    warm = torch.zeros(1, FEATURES, device=device)
+    ddp(warm).sum().backward()
+    opt.zero_grad(set_to_none=True)
     true_w = torch.linspace(-1, 1, FEATURES).unsqueeze(1)
     loss_fn = nn.MSELoss()
     saved = start  # the step of the checkpoint on disk
