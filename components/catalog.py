@@ -18,8 +18,11 @@ CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 
 _DATE_RE = re.compile(r"^\d{4}(-\d{2}){0,2}$")
 _DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-# How a region's spot figure is made from the source's per-zone prices (spot_price_zones).
-SPOT_BASES = ("zone-max", "zone-median", "zone-min")
+# How a region's spot figure is made from the source's prices. zone-*: of the per-zone prices
+# (spot_price_zones); "host+gpus zone-median": each zone's price is the VM's host spot plus its
+# GPUs' spot (GCP prices an A2/G2 VM's host and its GPUs as separate SKUs), then the median;
+# "region": the source has one price for the region and no zones (Azure), spot_price_zones empty.
+SPOT_BASES = ("zone-max", "zone-median", "zone-min", "host+gpus zone-median", "region")
 # A spot price older than this is shown as old: AWS and GCP move spot prices daily to monthly,
 # and a quarter is long enough that a figure from it is more a guess than an estimate.
 SPOT_STALE_DAYS = 90
@@ -117,6 +120,10 @@ class _Entry:
         if basis not in SPOT_BASES:
             raise self.fail("spot_price_basis", f"{basis!r} is not one of {', '.join(SPOT_BASES)}")
         zones = e.get("spot_price_zones")
+        if basis == "region":
+            if zones:
+                raise self.fail("spot_price_zones", "must be empty for basis region (no zones)")
+            return
         if not isinstance(zones, dict) or not zones:
             raise self.fail("spot_price_zones", f"must map each zone to its price for {basis}")
         for zone, price in zones.items():
@@ -189,7 +196,8 @@ class _Entry:
 
 
 def spot_figure(basis: str, prices: list[float]) -> float:
-    """The region's spot $/h from its zones' prices: their highest, median or lowest."""
+    """The region's spot $/h from its zones' prices: their highest, median or lowest (a
+    host+gpus zone price is already the sum, so its figure is the median too)."""
     if basis == "zone-max":
         return max(prices)
     if basis == "zone-min":

@@ -57,7 +57,13 @@ def _summary(inputs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-_BASIS_WORDS = {"zone-max": "the highest", "zone-median": "the median", "zone-min": "the lowest"}
+_BASIS_WORDS = {
+    "zone-max": "the highest",
+    "zone-median": "the median",
+    "zone-min": "the lowest",
+    "host+gpus zone-median": "the median (host + GPUs' spot in each zone)",
+    "region": "the one price",
+}
 
 
 def spot_basis(it: Any) -> str:
@@ -66,7 +72,8 @@ def spot_basis(it: Any) -> str:
     zones = it.spot_price_zones or {}
     words = _BASIS_WORDS.get(it.spot_price_basis or "", it.spot_price_basis or "as given")
     where = f"{len(zones)} zones in {it.price_region}" if zones else str(it.price_region)
-    spread = f" ({min(zones.values()):.2f}-{max(zones.values()):.2f})" if len(zones) > 1 else ""
+    low, high = min(zones.values(), default=0), max(zones.values(), default=0)
+    spread = f" ({low:.2f}-{high:.2f})" if low != high else ""
     return f"{it.spot_price_basis}: {words} of {where}{spread}"
 
 

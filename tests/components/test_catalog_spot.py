@@ -4,7 +4,8 @@ The table below was written by hand from skypilot-catalog catalogs/v8/aws/vms.cs
 00148f2af3672e2229b4f7bf8157d5a3f36e3c35
 (https://github.com/skypilot-org/skypilot-catalog/blob/00148f2af3672e2229b4f7bf8157d5a3f36e3c35/catalogs/v8/aws/vms.csv),
 column SpotPrice, rows Region=us-east-1, read 2026-11-25; the values are not imported from the
-catalog. Nothing is faked: the real catalog.yaml is loaded."""
+catalog. The GCP and Azure tables further down name their own sources. Nothing is faked: the real
+catalog.yaml is loaded."""
 
 from __future__ import annotations
 
@@ -82,10 +83,101 @@ def test_spot_price_is_the_median_zone_of_the_source_rows(name):
     assert it.spot_price_date == "2026-11-09"
 
 
+# GCP: skypilot-catalog catalogs/v8/gcp/vms.csv at commit 8427bbff988abdd050a9f51addd314ef31cb4e85
+# (https://github.com/skypilot-org/skypilot-catalog/blob/8427bbff988abdd050a9f51addd314ef31cb4e85/catalogs/v8/gcp/vms.csv),
+# read 2026-11-25 (the stored copy does not show the commit's date). A2/G2 VMs are two rows there:
+# the host (InstanceType row, SpotPrice) and the GPUs (AcceleratorName/AcceleratorCount row,
+# SpotPrice for that count). Written by hand, per type: (host SpotPrice, GPU-row SpotPrice, the
+# host row's on-demand Price, the GPU row's on-demand Price), the same in each us-central1 zone.
+GCP_COMMIT = "8427bbff988abdd050a9f51addd314ef31cb4e85"
+A2_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+G2_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")  # no L4 row in us-central1-f
+GCP_SOURCE = {
+    "a2-highgpu-1g": (0.36975, 1.4341, 0.73948, 2.93391, A2_ZONES),  # A100,1
+    "a2-highgpu-2g": (0.7395, 2.8682, 1.47895, 5.86782, A2_ZONES),  # A100,2
+    "a2-highgpu-4g": (1.479, 5.7364, 2.95791, 11.73563, A2_ZONES),  # A100,4
+    "a2-highgpu-8g": (2.958, 11.4728, 5.91582, 23.47126, A2_ZONES),  # A100,8
+    "a2-megagpu-16g": (4.39824, 22.9456, 8.79698, 46.94253, A2_ZONES),  # A100,16
+    "g2-standard-4": (0.05874, 0.2231, 0.14679, 0.56004, G2_ZONES),  # L4,1
+    "g2-standard-8": (0.11747, 0.2231, 0.29358, 0.56004, G2_ZONES),  # L4,1
+    "g2-standard-12": (0.17621, 0.2231, 0.44038, 0.56004, G2_ZONES),  # L4,1
+    "g2-standard-16": (0.23494, 0.2231, 0.58717, 0.56004, G2_ZONES),  # L4,1
+    "g2-standard-24": (0.35242, 0.4462, 0.88075, 1.12008, G2_ZONES),  # L4,2
+    "g2-standard-32": (0.46989, 0.2231, 1.17434, 0.56004, G2_ZONES),  # L4,1
+    "g2-standard-48": (0.70483, 0.8924, 1.7615, 2.24016, G2_ZONES),  # L4,4
+    "g2-standard-96": (1.40966, 1.7848, 3.52301, 4.48032, G2_ZONES),  # L4,8
+}
+
+# Azure: coopslarhette/skypilot-catalog (a fork of skypilot-catalog; the only stored copy of the
+# v8 Azure file) catalogs/v8/azure/vms.csv at commit 20291d7eda23e6f420cd9586558cf0bc4051851c
+# (https://github.com/coopslarhette/skypilot-catalog/blob/20291d7eda23e6f420cd9586558cf0bc4051851c/catalogs/v8/azure/vms.csv),
+# read 2026-11-25. One row per region (no zones): (Price, SpotPrice) of the Region=eastus row.
+AZURE_COMMIT = "20291d7eda23e6f420cd9586558cf0bc4051851c"
+AZURE_SOURCE = {
+    "Standard_ND96asr_v4": (27.197, 2.99167),
+    "Standard_ND96amsr_A100_v4": (32.77, 3.6047),
+    "Standard_NC24ads_A100_v4": (3.673, 0.444433),
+    "Standard_NC48ads_A100_v4": (7.346, 0.888866),
+    "Standard_NC96ads_A100_v4": (14.692, 1.777732),
+    "Standard_NC4as_T4_v3": (0.526, 0.062699),
+    "Standard_NC8as_T4_v3": (0.752, 0.089638),
+    "Standard_NC16as_T4_v3": (1.204, 0.143517),
+    "Standard_NC64as_T4_v3": (4.352, 0.518758),
+    "Standard_NV36ads_A10_v5": (3.2, 0.8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GCP_SOURCE))
+def test_gcp_spot_price_is_host_plus_gpus_in_each_zone(name):
+    host, gpus, host_od, gpus_od, zones = GCP_SOURCE[name]
+    it = catalog.lookup("gcp", name)
+    assert it.price_region == "us-central1"
+    # the rows are the right ones: the same source's host + GPU on-demand is the catalog's price
+    assert host_od + gpus_od == pytest.approx(it.price_per_hour, abs=0.001)
+    assert it.spot_price_zones == pytest.approx(dict.fromkeys(zones, host + gpus))
+    assert it.spot_price_basis == "host+gpus zone-median"
+    assert it.spot_price_per_hour == pytest.approx(host + gpus)
+    assert it.spot_price_per_hour < it.price_per_hour / 2
+    assert GCP_COMMIT in (it.spot_price_source or "") and "gcp/vms.csv" in it.spot_price_source
+    assert it.spot_price_date == "2026-11-25"
+
+
+@pytest.mark.parametrize("name", sorted(AZURE_SOURCE))
+def test_azure_spot_price_is_the_region_row(name):
+    on_demand, spot = AZURE_SOURCE[name]
+    it = catalog.lookup("azure", name)
+    assert it.price_region == "eastus" and it.price_per_hour == pytest.approx(on_demand)
+    assert it.spot_price_per_hour == pytest.approx(spot)
+    assert it.spot_price_basis == "region" and it.spot_price_zones == {}
+    assert AZURE_COMMIT in (it.spot_price_source or "") and "fork" in it.spot_price_source
+    assert it.spot_price_date == "2026-11-25"
+
+
+@pytest.mark.parametrize(
+    ("cloud", "name"),
+    [
+        # GPU rows not trustworthy: A100-80GB us-central1 on-demand 1.8462/GPU (the VM is ~3.97 a
+        # GPU) and SpotPrice 1.964 above it; H100 us-central1 on-demand 4.20076/GPU where Google
+        # lists ~11, and its SpotPrice (2.85) half another dated source's (5.86, 2026-09-26)
+        ("gcp", "a2-ultragpu-1g"),
+        ("gcp", "a2-ultragpu-8g"),
+        ("gcp", "a3-highgpu-8g"),
+        ("gcp", "a3-megagpu-8g"),
+        # SpotPrice equals on-demand (98.32) and AcceleratorCount reads 12: a filled-in row
+        ("azure", "Standard_ND96isr_H100_v5"),
+        # no row for this size in the source
+        ("azure", "Standard_NV6ads_A10_v5"),
+    ],
+)
+def test_entries_whose_source_rows_are_not_trustworthy_have_no_spot_price(cloud, name):
+    assert catalog.lookup(cloud, name).spot_price_per_hour is None
+
+
 def test_every_spot_price_in_the_catalog_is_in_the_source_table():
     """No spot price without its source rows here: an entry gaining one gains a table row."""
-    priced = {t.name for t in catalog.load() if t.spot_price_per_hour}
-    assert priced == set(SOURCE)
+    priced = {(t.cloud, t.name) for t in catalog.load() if t.spot_price_per_hour}
+    want = {("aws", n) for n in SOURCE} | {("gcp", n) for n in GCP_SOURCE}
+    assert priced == want | {("azure", n) for n in AZURE_SOURCE}
 
 
 def test_p5_4xlarge_has_no_spot_price_since_the_source_has_none_in_us_east_1():
@@ -133,6 +225,8 @@ def test_a_well_formed_spot_entry_loads():
         ({"spot_price_zones": {}}, "spot_price_zones"),
         ({"spot_price_zones": {"a": 0.3, "b": -1}}, "spot_price_zones"),
         ({"spot_price_per_hour": None}, "spot_price_per_hour"),  # zones without a figure
+        ({"spot_price_basis": "region"}, "spot_price_zones"),  # region: one price, no zones
+        ({"spot_price_basis": "host+gpus zone-median"}, "spot_price_per_hour"),  # median 0.2
     ],
 )
 def test_a_bad_spot_entry_names_its_field(change, field):
@@ -141,11 +235,17 @@ def test_a_bad_spot_entry_names_its_field(change, field):
     assert e.value.field == field
 
 
+def test_a_region_spot_price_loads_without_zones():
+    (it,) = catalog.parse(_entry(**{**GOOD, "spot_price_basis": "region", "spot_price_zones": {}}))
+    assert it.spot_price_per_hour == 0.3 and it.spot_price_zones == {}
+
+
 def test_median_and_min_bases():
     zones = [0.4, 0.1, 0.3, 0.2]
     assert catalog.spot_figure("zone-median", zones) == statistics.median(zones) == 0.25
     assert catalog.spot_figure("zone-min", zones) == 0.1
     assert catalog.spot_figure("zone-max", zones) == 0.4
+    assert catalog.spot_figure("host+gpus zone-median", zones) == 0.25
 
 
 def test_spot_age_counts_days_from_the_price_date():

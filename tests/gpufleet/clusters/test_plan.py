@@ -20,12 +20,26 @@ def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():
     price (EC2 user guide, using-spot-instances.md "Pricing and savings"); GCP bills Spot VMs
     at Spot prices (compute/docs/instances/spot "Pricing"). Without a sourced spot price the
     plan must say that its figure is on-demand, not pass it off as the spot cost."""
-    doc = plan_stack("gcp-a2")  # spot: true; the catalog has no sourced a2 spot price
+    # a3-highgpu-8g has no spot price: its source rows are not trustworthy (docs/clouds.md)
+    doc = plan_stack("gcp-a3", overrides={"spot": True})
     assert lookup("gcp", doc["instance_type"]).spot_price_per_hour is None
     assert doc["spot"] and doc["price_basis"] == "on-demand"
     assert "no spot price in the catalog" in doc["price_note"]
     assert doc["spot_price_basis"] is None and doc["price_old"] is False
     assert doc["estimated_usd_per_hour"] == round(doc["nodes"] * doc["on_demand_per_node_hour"], 3)
+
+
+def test_a_gcp_spot_stack_is_priced_at_host_plus_gpus_spot():
+    """gcp-a2 (2 x a2-highgpu-8g, spot): GCP bills the host and the GPUs of an A2 VM as separate
+    SKUs, and skypilot-catalog v8 gcp vms.csv at commit 8427bbff has them as two rows with the
+    same SpotPrice in each us-central1 zone: the a2-highgpu-8g host 2.958 and A100 x 8 11.4728."""
+    doc = plan_stack("gcp-a2")
+    assert doc["spot"] and doc["price_basis"] == "spot"
+    assert doc["price_per_node_hour"] == pytest.approx(2.958 + 11.4728)
+    assert doc["estimated_usd_per_hour"] == round(2 * (2.958 + 11.4728), 3)
+    assert doc["spot_price_basis"].startswith("host+gpus zone-median: ")
+    assert "4 zones in us-central1" in doc["spot_price_basis"]
+    assert not re.search(r"\(\d", doc["spot_price_basis"])  # the zones agree: no spread shown
 
 
 def test_spot_stack_with_a_catalog_spot_price_shows_it_with_date_basis_and_age():
