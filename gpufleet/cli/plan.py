@@ -82,6 +82,11 @@ def plan(
         f"{doc['nodes']} × {doc['instance_type']} ({doc['gpus']} GPUs, fabric {doc['fabric']}"
         f"{', spot' if doc['spot'] else ''}): " + _cost(doc)
     )
+    if doc.get("budget_usd_per_hour") not in (None, doc["estimated_usd_per_hour"]):
+        out.print(
+            f"budget: --max-cost checks up to ${doc['budget_usd_per_hour']:.2f}/hour "
+            f"(${doc['budget_price_per_node_hour']:.2f}/node-hour, {doc['budget_price_note']})"
+        )
     out.print(f"availability: {_availability(doc['availability'])}")
     for c in doc.get("checks", []):
         out.print(f"check {c['status']}: {c['fact']} ({c['api']}): {c['detail']}")

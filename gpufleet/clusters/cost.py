@@ -39,6 +39,10 @@ class Estimate:
     price_date: str | None = None  # the date of the price it uses (the spot one when spot)
     spot_price_basis: str | None = None  # how the spot figure was made from the zones' prices
     price_old: bool = False  # the spot price is older than catalog.SPOT_STALE_DAYS
+    # What --max-cost checks: for spot the highest zone's price (plan.spot_budget_price), as a
+    # cluster runs in one zone and the estimate is the zones' median; else price_per_node_hour.
+    budget_price_per_node_hour: float | None = None
+    budget_price_note: str = ""
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -52,8 +56,19 @@ class Estimate:
             return None
         return round(self.usd_per_hour * self.ttl_minutes / 60, 2)
 
+    @property
+    def budget_usd_at_ttl(self) -> float | None:
+        if self.budget_price_per_node_hour is None or not self.ttl_minutes:
+            return None
+        return round(self.nodes * self.budget_price_per_node_hour * self.ttl_minutes / 60, 2)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "usd_per_hour": self.usd_per_hour, "usd_at_ttl": self.usd_at_ttl}
+        return {
+            **asdict(self),
+            "usd_per_hour": self.usd_per_hour,
+            "usd_at_ttl": self.usd_at_ttl,
+            "budget_usd_at_ttl": self.budget_usd_at_ttl,
+        }
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
@@ -79,9 +94,12 @@ def estimate(spec: ClusterSpec) -> Estimate:
             from gpufleet.clusters.plan import price_estimate
 
             # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
-            billed = price_estimate(it, spec.nodes, spec.spot)
+            zones = spec.zones or [spec.zone or ""]
+            billed = price_estimate(it, spec.nodes, spec.spot, zones=zones)
             price = billed["price_per_node_hour"]
             dated = {
+                "budget_price_per_node_hour": billed["budget_price_per_node_hour"],
+                "budget_price_note": billed["budget_price_note"],
                 "price_date": billed["price_date"],
                 "spot_price_basis": billed["spot_price_basis"],
                 "price_old": billed["price_old"],
@@ -104,7 +122,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
         ttl_minutes=spec.ttl_minutes,
         price_per_node_hour=price,
         price_note=note,
-        **dated,
+        **{"budget_price_per_node_hour": price, **dated},
     )
 
 
@@ -126,27 +144,44 @@ def summary(e: Estimate) -> list[str]:
     where = f"{e.cloud} {e.region}" if e.region else e.cloud
     kind = f"{e.nodes} x {e.instance_type or e.cloud}" + (" (spot)" if e.spot else "")
     ttl = f"{e.ttl_minutes / 60:g}h" if e.ttl_minutes else "none"
-    return [
+    lines = [
         f"  nodes      {kind}, {e.gpus} GPUs, in {where}",
         f"  price      {money(e.usd_per_hour)}/hour ({e.price_note})",
         f"  expires    after {ttl} (node-side TTL)",
         f"  at TTL     {money(e.usd_at_ttl)} if it runs until it expires",
     ]
+    if e.budget_price_per_node_hour != e.price_per_node_hour:
+        lines.append(
+            f"  budget     {money(e.budget_usd_at_ttl)} at TTL: --max-cost checks "
+            f"${e.budget_price_per_node_hour:.2f}/node-hour, {e.budget_price_note}"
+        )
+    return lines
 
 
 def check_budget(e: Estimate, max_cost: float | None) -> None:
-    """--max-cost: refuse when the cost at TTL exceeds it, or cannot be known."""
+    """--max-cost: refuse when the cost at TTL exceeds it, or cannot be known. Spot is
+    checked at its upper bound (budget_price_per_node_hour: the highest zone's price, never
+    above on demand), not at the zones' median the estimate shows."""
     if max_cost is None:
         return
-    total = e.usd_at_ttl
+    total = e.budget_usd_at_ttl
     if not traits(e.cloud).bills:
         return
     if total is None:
         raise OverBudget(max_cost, None, f"cannot enforce ${max_cost:.2f}: {e.price_note}")
     if total > max_cost:
+        at, how = "", "about"
+        if e.budget_price_per_node_hour != e.price_per_node_hour:
+            how, at = (
+                "up to",
+                (
+                    f" at ${e.budget_price_per_node_hour:.2f}/node-hour, {e.budget_price_note} "
+                    f"(at the estimate's ${e.price_per_node_hour:.2f}, {money(e.usd_at_ttl)})"
+                ),
+            )
         raise OverBudget(
             max_cost,
             total,
-            f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs about "
-            f"${total:.2f}, over {max_cost:g} USD (the cap)",
+            f"{e.nodes} x {e.instance_type} for {e.ttl_minutes / 60:g}h costs {how} "
+            f"${total:.2f}{at}, over {max_cost:g} USD (the cap)",
         )

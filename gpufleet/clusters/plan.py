@@ -77,10 +77,44 @@ def spot_basis(it: Any) -> str:
     return f"{it.spot_price_basis}: {words} of {where}{spread}"
 
 
-def price_estimate(it: Any, nodes: int, spot: bool, today: date | None = None) -> dict[str, Any]:
+def spot_budget_price(it: Any, zones: list[str] | None = None) -> tuple[float, str]:
+    """The spot $/node-hour a budget (--max-cost) is checked against, and why: a cluster runs
+    in one zone, and the zones' prices differ (p5.48xlarge in us-east-1: 17.63-55.04, median
+    23.45), so the highest zone's price, or where every zone the spec names is in the source's
+    list, the highest of those (AWS's source lists zone IDs, use1-az1, which map to zone names
+    differently per account: never matched, so the highest); never above on demand."""
+    prices = it.spot_price_zones or {}
+    named = [z for z in zones or [] if z]
+    if not prices:
+        price, why = it.spot_price_per_hour, "the region's one spot price (no zones in the source)"
+    elif named and all(z in prices for z in named):
+        price = max(prices[z] for z in named)
+        why = (
+            f"the spot price of zone {', '.join(named)}"
+            if len(named) == 1
+            else (f"the highest spot price of zones {', '.join(named)}")
+        )
+    else:
+        zone = max(prices, key=lambda z: prices[z])
+        price = prices[zone]
+        why = (
+            f"the highest zone's spot price ({zone}, of {len(prices)} zones "
+            f"{min(prices.values()):.2f}-{price:.2f}): a cluster runs in one zone"
+        )
+        if named:
+            why += f" and {', '.join(named)} cannot be matched to the source's zone IDs"
+    if it.price_per_hour and price > it.price_per_hour:
+        price, why = it.price_per_hour, f"on demand, below {why}"
+    return price, why
+
+
+def price_estimate(
+    it: Any, nodes: int, spot: bool, today: date | None = None, zones: list[str] | None = None
+) -> dict[str, Any]:
     """$/hour of the fleet at the rate it will be billed: spot where the catalog has a spot
     price (with its date, basis and age: older than catalog.SPOT_STALE_DAYS is said to be
-    old); otherwise on-demand, said so (for spot, an upper bound rather than an estimate)."""
+    old); otherwise on-demand, said so (for spot, an upper bound rather than an estimate).
+    budget_price_per_node_hour: what --max-cost checks (spot: spot_budget_price of `zones`)."""
     from gpufleet.components.catalog import SPOT_STALE_DAYS, spot_age_days
 
     age, old, basis_text = None, False, None
@@ -95,8 +129,10 @@ def price_estimate(it: Any, nodes: int, spot: bool, today: date | None = None) -
         )
         if old:
             note = f"OLD spot price, over {SPOT_STALE_DAYS} days: {note}"
+        budget, budget_note = spot_budget_price(it, zones)
     else:
         basis, per_node, date_ = "on-demand", it.price_per_hour, it.price_date
+        budget, budget_note = per_node, "on demand"
         note = (
             "no spot price in the catalog: on-demand shown, an upper bound for spot"
             if spot
@@ -113,6 +149,9 @@ def price_estimate(it: Any, nodes: int, spot: bool, today: date | None = None) -
         "price_old": old,
         "on_demand_per_node_hour": it.price_per_hour,
         "estimated_usd_per_hour": round(nodes * per_node, 3) if per_node else None,
+        "budget_price_per_node_hour": budget,
+        "budget_price_note": budget_note,
+        "budget_usd_per_hour": round(nodes * budget, 3) if budget else None,
     }
 
 
@@ -187,7 +226,7 @@ def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -
             if spec.expires_at is None
             else spec.expires_at
         ),
-        **price_estimate(it, spec.nodes, spec.spot),
+        **price_estimate(it, spec.nodes, spec.spot, zones=spec.zones or [spec.zone or ""]),
         # Offline: a stand-in's answer or none, said as such (components/offers.py).
         "availability": built[0].availability.as_dict(),
         # The account's facts (components/validators.py): skipped offline, with the reason.

@@ -187,3 +187,49 @@ def test_spot_dry_run_and_max_cost_use_the_dated_spot_price(tmp_path):
     assert up("--spot", "--max-cost", "30", home=tmp_path).returncode == 0
     refused = up("--max-cost", "30", home=tmp_path)
     assert refused.returncode == 2 and "over 30 USD" in refused.stderr
+
+
+def test_spot_plan_shows_the_median_estimate_and_the_highest_zone_budget():
+    """aws-p5 with spot=true: 2 x p5.48xlarge, median 23.45325 $/h (46.91 $/h for 2) is the
+    estimate; --max-cost checks the highest us-east-1 zone, 55.04 (110.08 $/h), the range
+    17.63-55.04 shown (catalog: skypilot-catalog v8 aws vms.csv of 2026-11-09)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "plan", "--stack", "aws-p5", "--set", "spot=true"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "COLUMNS": "300"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "about $46.91/hour at spot" in text and "(17.63-55.04)" in text
+    assert (
+        "budget: --max-cost checks up to $110.08/hour ($55.04/node-hour, the highest zone's "
+        "spot price (use1-az1, of 6 zones 17.63-55.04): a cluster runs in one zone)" in text
+    )
+    doc = json.loads(cli("--stack", "aws-p5", "--set", "spot=true", "--json").stdout)
+    assert doc["price_per_node_hour"] == 23.45325 and doc["estimated_usd_per_hour"] == 46.907
+    assert doc["budget_price_per_node_hour"] == 55.04 and doc["budget_usd_per_hour"] == 110.08
+    assert "highest zone" in doc["budget_price_note"]
+    on_demand = json.loads(cli("--stack", "aws-p5", "--json").stdout)
+    assert on_demand["budget_price_per_node_hour"] == on_demand["price_per_node_hour"] == 55.04
+
+
+def test_up_max_cost_refuses_a_spot_cluster_whose_highest_zone_is_over_it(tmp_path):
+    """2 x p5.48xlarge spot for 1 h: 46.91 $ at the median zone, 110.08 $ at the highest:
+    --max-cost 100 is refused, naming the price it used; --dry-run --json shows both."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GPUFLEET_HOME": str(tmp_path / "g")}
+    base = [sys.executable, "-m", "gpufleet", "up", "--cloud", "aws", "-t", "p5.48xlarge",
+            "--nodes", "2", "--name", "t", "--ssh-cidr", "203.0.113.0/24", "--dry-run",
+            "--spot", "--ttl", "60"]  # fmt: skip
+
+    def up(*args: str) -> subprocess.CompletedProcess:
+        run = subprocess.run
+        return run([*base, *args], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+
+    refused = up("--max-cost", "100")
+    assert refused.returncode == 2, refused.stdout
+    err = " ".join(refused.stderr.split())
+    assert "costs up to $110.08 at $55.04/node-hour, the highest zone's spot price" in err
+    assert "over 100 USD" in err and "the estimate's $23.45, $46.91" in err
+    doc = json.loads(up("--json").stdout)
+    assert doc["usd_at_ttl"] == 46.91 and doc["budget_usd_at_ttl"] == 110.08
+    assert doc["budget_price_per_node_hour"] == 55.04

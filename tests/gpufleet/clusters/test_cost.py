@@ -91,3 +91,46 @@ def test_dry_run_estimate_of_a_catalog_spot_price_carries_its_date_and_basis():
     cost.check_budget(e, 6.0)  # at spot it fits; at on demand (11.34) it would not
     with pytest.raises(cost.OverBudget):
         cost.check_budget(cost.estimate(ClusterSpec.from_input(g5)), 6.0)
+
+
+def test_max_cost_checks_spot_at_the_highest_zone_not_the_median():
+    """p5.48xlarge spot in us-east-1 (catalog, skypilot-catalog v8 of 2026-11-09): six zones
+    17.63-55.04 $/h, median 23.45. A cluster runs in one zone, so 2 nodes for 1 h are estimated
+    at 46.91 $ but may cost 110.08 $: a 100 $ cap must refuse it and say which price it used."""
+    p5 = spec(instance_type="p5.48xlarge", spot=True, ttl_minutes=60)
+    e = cost.estimate(p5)
+    assert e.price_per_node_hour == 23.45325 and e.usd_at_ttl == 46.91
+    assert e.budget_price_per_node_hour == 55.04 and e.budget_usd_at_ttl == 110.08
+    with pytest.raises(cost.OverBudget) as refused:
+        cost.check_budget(e, 100)
+    text = str(refused.value)
+    assert "costs up to $110.08 at $55.04/node-hour" in text
+    assert "the highest zone's spot price (use1-az1, of 6 zones 17.63-55.04)" in text
+    assert "a cluster runs in one zone" in text and "the estimate's $23.45, $46.91" in text
+    assert refused.value.total == 110.08
+    cost.check_budget(e, 111)
+    # a named AWS zone is a name (us-east-1a); the source lists IDs (use1-az1): the highest
+    named = cost.estimate(spec(instance_type="p5.48xlarge", spot=True, zone="us-east-1a"))
+    assert named.budget_price_per_node_hour == 55.04
+    assert "us-east-1a cannot be matched" in named.budget_price_note
+    assert any("--max-cost checks $55.04/node-hour" in line for line in cost.summary(e))
+    assert e.as_dict()["budget_usd_at_ttl"] == 110.08
+
+
+def test_spot_budget_price_uses_a_named_zone_when_listed_and_never_exceeds_on_demand():
+    """Zone names that the source lists as themselves (GCP's us-central1-a) are matched; the
+    entry is the catalog's p4d.24xlarge with made-up zones (what is tested is the choice)."""
+    import dataclasses
+
+    from gpufleet.clusters.plan import spot_budget_price
+
+    it = dataclasses.replace(
+        lookup("aws", "p4d.24xlarge"),
+        spot_price_zones={"z-a": 3.0, "z-b": 9.0, "z-c": 40.0},
+        spot_price_per_hour=9.0,
+    )
+    assert spot_budget_price(it, ["z-a"]) == (3.0, "the spot price of zone z-a")
+    assert spot_budget_price(it, ["z-a", "z-b"])[0] == 9.0
+    price, why = spot_budget_price(it, ["z-x"])  # not listed: the highest, capped at on demand
+    assert price == it.price_per_hour == 21.958 and why.startswith("on demand, below")
+    assert spot_budget_price(dataclasses.replace(it, spot_price_zones={}), [])[0] == 9.0
