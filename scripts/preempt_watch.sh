@@ -66,7 +66,7 @@ signalled=0
 [ -s "$notice" ] && signalled=1
 bg=''  # the pid of a background wait (curl or sleep) that the TERM trap ends
 
-pause() {  # sleep in the background, so that TERM's trap runs at once
+pause() {  # sleep in the background, so that the TERM trap runs at once
   sleep "$1" & bg=$!
   wait "$bg"
 }
