@@ -18,18 +18,24 @@
 #        (Spot VMs: 30 s between the soft and the hard power-off).
 #   azure: GET metadata/scheduledevents (Metadata: true) every few seconds; an event
 #        EventType Preempt whose Resources holds this VM's name; NotBefore is the deadline
-#        (at least 30 s). The first call enables the service: this runs at boot.
+#        (at least 30 s). The first call enables the service and can take up to about two
+#        minutes to answer: it gets --first-timeout seconds (120), later calls 5.
+# On SIGTERM (systemd stopping it at shutdown; on GCP a Spot VM's soft off comes with the notice,
+# 30 s before the hard off, so this may be stopped before its hanging GET returns) it reads the
+# notice once more without waiting, writes it and signals the ranks if not done yet, and exits.
+# A restarted watcher that finds this boot's notice file signals nothing again.
 set -uo pipefail
 umask 022
 
-cloud='' state='' url='' every='' sandbox='' node=''
-usage() { echo "usage: $0 --cloud aws|gcp|azure --state DIR [--url BASE] [--every S] [--sandbox CLUSTER --node NODE]" >&2; exit 2; }
+cloud='' state='' url='' every='' sandbox='' node='' first_timeout=120
+usage() { echo "usage: $0 --cloud aws|gcp|azure --state DIR [--url BASE] [--every S] [--first-timeout S] [--sandbox CLUSTER --node NODE]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cloud) cloud=${2:-}; shift 2 ;;
     --state) state=${2:-}; shift 2 ;;
     --url) url=${2:-}; shift 2 ;;
     --every) every=${2:-}; shift 2 ;;
+    --first-timeout) first_timeout=${2:-}; shift 2 ;;
     --sandbox) sandbox=${2:-}; shift 2 ;;
     --node) node=${2:-}; shift 2 ;;
     *) usage ;;
@@ -43,6 +49,7 @@ case "$cloud" in
   *) usage ;;
 esac
 [[ "$every" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
+[[ "$first_timeout" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
 if [ -n "$sandbox" ] && [ -z "$node" ]; then usage; fi
 url=${url%/}
 mkdir -p "$state" || exit 1
@@ -54,6 +61,15 @@ btime=$(awk '/^btime/ {print $2}' /proc/stat 2>/dev/null)
 for f in "$notice" "$state/rebalance"; do
   if [ -e "$f" ] && [ -n "$btime" ] && [ "$(stat -c %Y "$f")" -lt "$btime" ]; then rm -f "$f"; fi
 done
+# This boot's notice exists: a restarted watcher (Restart=on-failure) has signalled already.
+signalled=0
+[ -s "$notice" ] && signalled=1
+bg=''  # the pid of a background wait (curl or sleep) that the TERM trap ends
+
+pause() {  # sleep in the background, so that the TERM trap runs at once
+  sleep "$1" & bg=$!
+  wait "$bg"
+}
 
 json_str() {  # a JSON string: backslashes and quotes escaped, control characters dropped
   local s=${1//\\/\\\\}
@@ -90,72 +106,113 @@ signal_ranks() {  # one grep over every /proc/PID/environ (NUL-separated: -z), t
 
 on_notice() {  # KIND DETAIL NOT_BEFORE(epoch|null)
   local doc
+  [ "$signalled" = 1 ] && return 0
+  signalled=1
   doc="{\"cloud\": $(json_str "$cloud"), \"kind\": $(json_str "$1"), \"detail\": $(json_str "$2"), \"noticed_at\": $(date +%s.%N | cut -c1-14), \"not_before\": $3}"
   write_file "$notice" "$doc"
   log "notice: $doc"
   signal_ranks
-  # Once: the ranks checkpoint and exit; nothing is signalled again, and this stays up so that
-  # its service is not restarted into a second notice.
-  while :; do sleep 3600; done
+  idle
 }
 
+idle() {  # once: nothing is signalled again; this stays up so its unit is not restarted
+  while :; do pause 3600; done
+}
+
+on_term() {
+  trap - TERM
+  [ -n "$bg" ] && kill "$bg" 2>/dev/null
+  # GCP only: AWS (two minutes) and Azure (at least 30 s) give notice before any shutdown
+  if [ "$signalled" = 0 ] && declare -F check_now >/dev/null; then check_now; fi
+  exit 0
+}
+trap on_term TERM
+
 #@aws (a node's copy keeps only its own cloud's block: components/preempt.node_script)
-aws_token='' aws_token_at=0
-aws_get() {  # PATH -> body on stdout; return 0 on 200, 1 on 404, 2 otherwise
+aws_token='' aws_token_at=0 aws_body=''
+aws_get() {  # PATH -> aws_body; return 0 on 200, 1 on 404, 2 otherwise. Not in $(...): the token stays
   local now code body
-  now=$(date +%s)
-  if [ -z "$aws_token" ] || [ $((now - aws_token_at)) -gt 21000 ]; then
-    aws_token=$(curl -sf --max-time 3 -X PUT "$url/latest/api/token" \
-      -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600') || { aws_token=''; return 2; }
-    aws_token_at=$now
-  fi
-  body=$(curl -s --max-time 3 -w '\n%{http_code}' -H "X-aws-ec2-metadata-token: $aws_token" "$url/$1") || return 2
-  code=${body##*$'\n'}
-  body=${body%$'\n'*}
-  case "$code" in
-    200) printf '%s' "$body"; return 0 ;;
-    404) return 1 ;;
-    401) aws_token=''; return 2 ;;
-    *) return 2 ;;
+  aws_body=''
+  for _ in 1 2; do
+    now=$(date +%s)
+    if [ -z "$aws_token" ] || [ $((now - aws_token_at)) -gt 21000 ]; then
+      aws_token=$(curl -sf --max-time 3 -X PUT "$url/latest/api/token" \
+        -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600') || { aws_token=''; return 2; }
+      aws_token_at=$now
+    fi
+    body=$(curl -s --max-time 3 -w '\n%{http_code}' -H "X-aws-ec2-metadata-token: $aws_token" "$url/$1") || return 2
+    code=${body##*$'\n'}
+    body=${body%$'\n'*}
+    case "$code" in
+      200) aws_body=$body; return 0 ;;
+      404) return 1 ;;
+      401) aws_token='' ;;  # expired or revoked: one fresh token, then this GET again
+      *) return 2 ;;
+    esac
+  done
+  return 2
+}
+
+aws_action() {  # the "action" of an instance-action document: terminate (also when unreadable), stop, hibernate
+  local a
+  a=$(tr -d '\n' <<< "$1" | sed -n 's/.*"action"[[:space:]]*:[[:space:]]*"\([a-z]*\)".*/\1/p')
+  case "$a" in
+    stop | hibernate) printf '%s' "$a" ;;
+    *) printf terminate ;;
   esac
 }
 
 watch_aws() {
   local body when rebalanced=0
   while :; do
-    if body=$(aws_get latest/meta-data/spot/instance-action); then
-      when=$(sed -n 's/.*"time"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$body" | head -n 1)
-      on_notice "spot-$(sed -n 's/.*"action"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$body" | head -n 1)" \
-        "$(tr -d '\n' <<< "$body")" "$(epoch_of "$when")"
+    if aws_get latest/meta-data/spot/instance-action; then
+      body=$(tr -d '\n' <<< "$aws_body")
+      when=$(sed -n 's/.*"time"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$body")
+      on_notice "spot-$(aws_action "$body")" "$body" "$(epoch_of "$when")"
     fi
-    if [ "$rebalanced" = 0 ] && body=$(aws_get latest/meta-data/events/recommendations/rebalance); then
+    if [ "$rebalanced" = 0 ] && aws_get latest/meta-data/events/recommendations/rebalance; then
+      body=$aws_body
       write_file "$state/rebalance" "{\"cloud\": \"aws\", \"kind\": \"rebalance\", \"detail\": $(json_str "$(tr -d '\n' <<< "$body")"), \"noticed_at\": $(date +%s.%N | cut -c1-14), \"not_before\": null}"
       log "rebalance recommendation (advisory, nothing signalled): $body"
       rebalanced=1
     fi
-    sleep "$every"
+    pause "$every"
   done
 }
 
 #@end
 #@gcp
+check_now() {  # one plain GET, no wait: the soft off came with the notice, 30 s before the hard off
+  local body
+  body=$(curl -sf --max-time 2 -H 'Metadata-Flavor: Google' "$url/computeMetadata/v1/instance/preempted") || return 0
+  if [ "$(tr -d '[:space:]' <<< "$body")" = TRUE ]; then
+    signalled=1
+    write_file "$notice" "{\"cloud\": \"gcp\", \"kind\": \"preempted\", \"detail\": \"instance/preempted=TRUE (read on SIGTERM)\", \"noticed_at\": $(date +%s.%N | cut -c1-14), \"not_before\": null}"
+    log "notice read on SIGTERM"
+    signal_ranks
+  fi
+}
+
 watch_gcp() {
-  local hdr body etag='' q
-  hdr=$(mktemp) || exit 1
-  trap 'rm -f "$hdr"' EXIT
+  local hdr out body etag='' q
+  hdr=$(mktemp) && out=$(mktemp) || exit 1
+  trap 'rm -f "$hdr" "$out"' EXIT
   while :; do
     q='?wait_for_change=true&timeout_sec=60'
     [ -n "$etag" ] && q="$q&last_etag=$etag"
     [ -z "$etag" ] && q=''  # the first read returns at once, with the ETag to wait on
-    if body=$(curl -sf --max-time 75 -D "$hdr" -H 'Metadata-Flavor: Google' \
-      "$url/computeMetadata/v1/instance/preempted$q"); then
+    # in the background: TERM's trap runs at once, not when a hanging GET returns
+    curl -sf --max-time 75 -D "$hdr" -o "$out" -H 'Metadata-Flavor: Google' \
+      "$url/computeMetadata/v1/instance/preempted$q" & bg=$!
+    if wait "$bg"; then
+      body=$(< "$out")
       etag=$(tr -d '\r' < "$hdr" | sed -n 's/^[Ee][Tt][Aa][Gg]:[[:space:]]*//p' | tail -n 1)
       if [ "$(tr -d '[:space:]' <<< "$body")" = TRUE ]; then
         on_notice preempted "instance/preempted=TRUE" null
       fi
     else
       etag=''
-      sleep "$every"
+      pause "$every"
     fi
   done
 }
@@ -163,14 +220,15 @@ watch_gcp() {
 #@end
 #@azure
 watch_azure() {
-  local api='api-version=2020-07-01' name='' doc ev
+  local api='api-version=2020-07-01' name='' doc ev wait_s=$first_timeout
   while :; do
     if [ -z "$name" ]; then
       name=$(curl -sf --max-time 3 -H 'Metadata: true' \
         "$url/metadata/instance/compute/name?api-version=2021-02-01&format=text") || name=''
     fi
     # every call, the first included: the first enables Scheduled Events for this VM
-    if doc=$(curl -sf --max-time 5 -H 'Metadata: true' "$url/metadata/scheduledevents?$api") && [ -n "$name" ]; then
+    if doc=$(curl -sf --max-time "$wait_s" -H 'Metadata: true' "$url/metadata/scheduledevents?$api") &&
+      wait_s=5 && [ -n "$name" ]; then
       # one event per line: events hold no nested objects (Resources is a list of names)
       ev=$(tr -d '\n' <<< "$doc" | sed 's/.*"Events"[[:space:]]*:[[:space:]]*\[//' | tr '}' '\n' |
         grep -E '"EventType"[[:space:]]*:[[:space:]]*"Preempt"' |
@@ -182,10 +240,14 @@ watch_azure() {
           "$(epoch_of "$(sed -n 's/.*"NotBefore"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$ev")")"
       fi
     fi
-    sleep "$every"
+    pause "$every"
   done
 }
 
 #@end
+if [ "$signalled" = 1 ]; then
+  log "this boot's notice $notice exists: signalled already, nothing more to do"
+  idle
+fi
 log "watching $cloud at $url every ${every}s; notice file $notice"
 "watch_$cloud"

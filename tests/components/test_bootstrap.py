@@ -258,6 +258,11 @@ def test_preemption_watcher_is_the_first_service_runcmd_starts_on_a_cloud(cloud)
     unit = files["/etc/systemd/system/gpufleet-preempt.service"]
     assert f"ExecStart=/bin/bash {preempt.SCRIPT_PATH} --cloud {cloud} --state " in unit
     assert "WantedBy=multi-user.target" in unit
+    # stopped at shutdown before the network and docker go (its TERM trap's GET, the ranks in
+    # containers); TERM to the script alone, which ends its own curl, then a bounded stop
+    lines = set(unit.splitlines())
+    assert "After=network-online.target docker.service" in lines
+    assert {"Wants=network-online.target", "KillMode=mixed", "TimeoutStopSec=10"} <= lines
     assert files[preempt.SCRIPT_PATH].rstrip("\n") == preempt.node_script(cloud).rstrip("\n")
     starts = [c for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]
     assert starts[0][-1] == "gpufleet-preempt.service"

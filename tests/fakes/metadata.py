@@ -11,6 +11,9 @@ real services make (read 2026-11-25):
     https://cloud.google.com/compute/docs/metadata/querying-metadata
   Azure IMDS: every request needs Metadata: true and an api-version (else 400).
     https://learn.microsoft.com/en-us/azure/virtual-machines/linux/scheduled-events
+  Azure: "the first call ... can take up to about two minutes" to answer while the service is
+    enabled; modelled by `enable_delay`: until a call has been answered, each call answers after
+    that many seconds, and a call whose client gave up (curl --max-time) enables nothing.
 A path may start with /<node>/ (the sandbox's "aws=http://127.0.0.1:PORT/{node}"): each node
 has its own state.
 """
@@ -36,6 +39,7 @@ class NodeState:
     other_events: list[dict] = field(default_factory=list)  # Azure: events not for this VM
     incarnation: int = 1
     scheduled_events_enabled: bool = False  # Azure: the first call enables the service
+    instance_action: str | None = None  # AWS: the instance-action body (None: the usual JSON)
 
 
 class FakeMetadata:
@@ -47,6 +51,10 @@ class FakeMetadata:
         self.cond = threading.Condition()
         self.tokens: set[str] = set()
         self.log: list[tuple[str, str, int]] = []  # (method, path, status)
+        self.enable_delay = 0.0  # Azure: seconds the enabling first call takes to answer
+        # GCP: hanging GETs miss a change (they answer at timeout_sec): a watcher that systemd
+        # stops before its hanging GET returns, as on a Spot VM's soft off
+        self.miss_changes = False
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,6 +119,14 @@ class FakeMetadata:
             st.other_events.append(event)
             st.incarnation += 1
 
+    def expire_tokens(self) -> None:
+        """AWS: every IMDSv2 token issued so far expires (its GETs get 401 from now on)."""
+        self.tokens.clear()
+
+    def puts(self) -> int:
+        """AWS: how many tokens were asked for (PUT /latest/api/token)."""
+        return sum(1 for m, p, _ in self.log if m == "PUT" and p.endswith("latest/api/token"))
+
     def statuses(self, path_part: str) -> list[int]:
         return [s for _, p, s in self.log if path_part in p]
 
@@ -157,6 +173,8 @@ class FakeMetadata:
             return 401, "", {}
         st = self.state(node)
         if path == "latest/meta-data/spot/instance-action" and st.preempted_at:
+            if st.instance_action is not None:
+                return 200, st.instance_action, {}
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.preempted_at + 120))
             return 200, json.dumps({"action": "terminate", "time": when}), {}
         if path == "latest/meta-data/events/recommendations/rebalance" and st.rebalance_at:
@@ -183,7 +201,8 @@ class FakeMetadata:
                 start = value()
                 while True:
                     v = value()
-                    if (last and etag(v) != last) or (not last and v != start):
+                    changed = (last and etag(v) != last) or (not last and v != start)
+                    if changed and not self.miss_changes:
                         break
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -208,6 +227,10 @@ class FakeMetadata:
             return 404, "", {}
         st = self.state(node)
         first = not st.scheduled_events_enabled
+        if first and self.enable_delay:
+            time.sleep(self.enable_delay)
+            if _client_gone(h):
+                return 504, "", {}
         st.scheduled_events_enabled = True
         events = [] if first else list(st.other_events)
         if st.preempted_at and not first:
@@ -226,3 +249,17 @@ class FakeMetadata:
             )
         doc = {"DocumentIncarnation": st.incarnation, "Events": events}
         return 200, json.dumps(doc), {"Content-Type": "application/json"}
+
+
+def _client_gone(h: BaseHTTPRequestHandler) -> bool:
+    """Whether the client closed the connection (its timeout) before the answer."""
+    import select
+    import socket
+
+    conn = h.connection
+    if not select.select([conn], [], [], 0)[0]:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True

@@ -67,7 +67,14 @@ class Node:
     """The watcher and two dummies (a rank with GPUFLEET_RUN_ID, a bystander without)."""
 
     def __init__(
-        self, tmp: Path, cloud: str, url: str, every: float | None = 1, node_copy: bool = True
+        self,
+        tmp: Path,
+        cloud: str,
+        url: str,
+        every: float | None = 1,
+        node_copy: bool = True,
+        extra: tuple[str, ...] = (),
+        pidns: bool = PIDNS,
     ) -> None:
         self.dir = tmp
         self.state = tmp / "state"
@@ -79,7 +86,8 @@ class Node:
             script.write_text(preempt.node_script(cloud))
         watch = ["bash", str(script), "--cloud", cloud, "--state", str(self.state), "--url", url]
         watch += ["--every", str(every)] if every else []
-        if not PIDNS:
+        watch += list(extra)
+        if not pidns:
             watch += ["--sandbox", self.tag, "--node", "node-1"]
         q = subprocess.list2cmdline
         py = sys.executable
@@ -89,7 +97,7 @@ class Node:
             f"exec {' '.join(watch)} 2>{tmp}/watch.log"
         )
         argv = ["bash", "-c", line]
-        if PIDNS:
+        if pidns:
             argv = ["unshare", "-r", "-p", "-f", "--mount-proc", *argv]
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLEET_")}
         self.proc = subprocess.Popen(argv, env=env, start_new_session=True)
@@ -260,3 +268,128 @@ def test_parse():
     assert preempt.parse("noise") is None
     assert preempt.parse(preempt.MARK + "{not json") is None
     assert preempt.parse(preempt.MARK + '{"cloud": "aws"}') is None
+
+
+def _wait_file(path: Path, timeout: float, log) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path.name}; watcher log:\n{log()}"
+        time.sleep(0.1)
+
+
+def test_aws_token_is_reused_and_renewed_once_on_401(fake, node_factory):
+    """One IMDSv2 token across many polls (the token outlives the GETs); a 401 (the fake expires
+    every token) gets one fresh token and the same GET again, no error in between."""
+    node = node_factory("aws", fake.url(), every=0.2)
+    deadline = time.monotonic() + 20
+    while len(fake.statuses("instance-action")) < 10:
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.1)
+    gets = len(fake.statuses("instance-action"))
+    assert fake.puts() == 1, f"{fake.puts()} PUTs for {gets} GETs"
+    fake.expire_tokens()
+    n = len(fake.statuses("instance-action"))
+    while len(fake.statuses("instance-action")) < n + 6:
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.1)
+    assert fake.puts() == 2
+    after = fake.statuses("instance-action")[n:]
+    assert after.count(401) == 1 and after[after.index(401) + 1] == 404
+    noticed = fake.preempt()
+    got = node.wait_signal(10)
+    assert got is not None and got - noticed < 10, node.log()
+    assert fake.puts() == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        ('{\n  "action":\n    "terminate",\n  "time": "2026-11-25T10:00:00Z"\n}', "spot-terminate"),
+        ('{"action": "hibernate"}', "spot-hibernate"),
+        ('{"action": "stop", "time": "2026-11-25T10:00:00Z"}', "spot-stop"),
+        ('{"unexpected": true}', "spot-terminate"),
+        ('{"action": "Reboot-ish"}', "spot-terminate"),
+    ],
+)
+def test_aws_action_parsed_strictly(fake, node_factory, body, kind):
+    """The kind is spot-terminate|stop|hibernate whatever the JSON's shape (never `spot-`)."""
+    fake.state("").instance_action = body
+    node = node_factory("aws", fake.url(), every=0.5, node_copy=False)
+    fake.preempt()
+    assert node.wait_signal(10) is not None, node.log()
+    doc = json.loads((node.state / preempt.NOTICE).read_text())
+    assert doc["kind"] == kind
+
+
+def test_azure_first_call_waits_for_the_service(fake, node_factory):
+    """The enabling first Scheduled Events call answers late (6 s here, up to ~2 min on Azure):
+    the watcher gives it --first-timeout (10 s here) instead of the 5 s of later calls, so the
+    service gets enabled and the notice arrives. Faked: the delay and "a call whose client gave
+    up enables nothing" (tests/fakes/metadata.py)."""
+    fake.enable_delay = 6
+    fake.preempt()
+    node = node_factory("azure", fake.url(), every=1, extra=("--first-timeout", "10"))
+    got = node.wait_signal(15)
+    assert got is not None, node.log()
+    assert fake.state("").scheduled_events_enabled
+    assert json.loads((node.state / preempt.NOTICE).read_text())["kind"] == "Preempt"
+
+
+def test_azure_first_call_cut_short_never_enables(fake, node_factory):
+    """The control for the test above: a first-call timeout under the delay (4 s, as the 5 s
+    the watcher used for every call) never enables the service, so no notice arrives."""
+    fake.enable_delay = 6
+    fake.preempt()
+    node = node_factory("azure", fake.url(), every=1, extra=("--first-timeout", "4"))
+    assert node.wait_signal(12) is None
+    assert not fake.state("").scheduled_events_enabled
+
+
+def test_restarted_watcher_does_not_signal_again(fake, node_factory, tmp_path):
+    """Restart=on-failure: a watcher that starts after this boot's notice was written (the file
+    is newer than /proc/stat's btime) signals nothing, though the cloud still says preempted."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / preempt.NOTICE).write_text('{"cloud": "gcp", "kind": "preempted"}\n')
+    fake.preempt()
+    node = node_factory("gcp", fake.url(), every=1)
+    time.sleep(3)
+    assert node.signalled_at() is None, node.log()
+    assert node.proc.poll() is None
+    assert "signalled already" in node.log()
+
+
+def test_gcp_reads_the_notice_on_sigterm(fake, node_factory):
+    """A Spot VM's soft off comes with instance/preempted=TRUE; systemd may stop the watcher
+    before its hanging GET returns (the fake misses the change). On SIGTERM it reads the value
+    once, writes the notice, signals the ranks and exits 0. Outside a PID namespace, so that the
+    watcher's exit does not take the dummies with it."""
+    fake.miss_changes = True
+    node = node_factory("gcp", fake.url(), every=1, pidns=False)
+    deadline = time.monotonic() + 10
+    while not [p for _, p, _ in fake.log if p.endswith("instance/preempted")]:
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.1)
+    time.sleep(1)  # the first plain GET answered: the hanging GET is in flight
+    fake.preempt()
+    time.sleep(0.5)
+    sent = time.time()
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(timeout=5) == 0, node.log()
+    got = node.wait_signal(5)
+    assert got is not None, node.log()
+    print(f"gcp on SIGTERM: ranks signalled {got - sent:.2f} s after the watcher's SIGTERM")
+    assert got - sent < 3
+    doc = json.loads((node.state / preempt.NOTICE).read_text())
+    assert doc["cloud"] == "gcp" and doc["kind"] == "preempted" and set(doc) == set(preempt.KEYS)
+    assert node.signalled_at("bystander") is None
+
+
+def test_sigterm_without_notice_exits_quietly(fake, node_factory):
+    """A plain shutdown (not preempted): SIGTERM ends the watcher at once; no notice, no signal."""
+    node = node_factory("gcp", fake.url(), every=1, pidns=False)
+    time.sleep(1.5)
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(timeout=5) == 0
+    assert not (node.state / preempt.NOTICE).exists()
+    assert node.signalled_at() is None
