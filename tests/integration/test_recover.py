@@ -136,8 +136,11 @@ def steps_of(err: str) -> list[tuple[int, float]]:
 
 def figures(test: str, r: dict | None, event_at: float | None, err: str, **more: object) -> dict:
     """One recovery's measured figures: printed, and appended as a JSON line to the file
-    named by $GPUFLEET_RECOVERY_FIGURES (if set)."""
-    fig: dict = {"test": test, **more}
+    named by $GPUFLEET_RECOVERY_FIGURES (if set). Spans from the record's timeline: detect
+    (the event -> detected_at), provision (-> provisioned_at: the old ranks stopped and, in
+    replace mode, the new node up), sync (-> synced_at: workdir and checkpoint), restart
+    (-> the first step printed after the restart); total: the event -> that step."""
+    fig: dict = {"test": test, "event_at": event_at, **more}
     if r is not None:
         steps = steps_of(err)
         after = [(k, t) for k, t in steps if t > r["restarted_at"]]
@@ -151,7 +154,6 @@ def figures(test: str, r: dict | None, event_at: float | None, err: str, **more:
             cause=r["cause"],
             mode=r["mode"],
             nodes=r["nodes"],
-            event_at=event_at,
             detect_s=span(event_at, r["detected_at"]),
             provision_s=span(r["detected_at"], r["provisioned_at"]),
             sync_s=span(r["provisioned_at"], r["synced_at"]),
