@@ -11,7 +11,9 @@ The job's side of gpufleet's recovery contract (docs/running-jobs.md):
     --ckpt-every steps (a temporary file, then os.replace: a reader never sees half a file);
     every rank loads it at start when present (gpufleet copies the head's folder to every node
     before a restart). Unset (plain torchrun): ./checkpoints.
-  * GPUFLEET_RESTART_COUNT, GPUFLEET_RECOVERY_REASON: printed at start.
+  * GPUFLEET_RESTART_COUNT, GPUFLEET_RECOVERY_REASON: printed at start. --fail-at-step K
+    --fail-rank R --fail-code C (tests of `run --recover-on-exit C`): rank R exits C after
+    step K, on the first start only (GPUFLEET_RESTART_COUNT 0).
   * SIGTERM (a preemption notice, or gpufleet stopping the job): the current step finishes, all
     ranks agree to stop (an all-reduce of a flag each step: the signal reaches only the ranks of
     one node), rank 0 saves, and every rank exits 143.
@@ -55,6 +57,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ckpt-every", type=int, default=10, help="rank 0 saves every K steps")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    # a rank's crash, for tests of `run --recover-on-exit`: only on the first start
+    p.add_argument("--fail-at-step", type=int, default=None, help="after this step, on the ...")
+    p.add_argument("--fail-rank", type=int, default=0, help="... global rank, exit with ...")
+    p.add_argument("--fail-code", type=int, default=3, help="... this code (restart_count 0 only)")
     # DeepSpeed's launcher passes --local_rank to every rank; LOCAL_RANK carries the same.
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -135,6 +141,7 @@ def main() -> int:
     dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     ckpt_dir = os.environ.get("GPUFLEET_CHECKPOINT_DIR") or "checkpoints"
+    restart_count = int(os.environ.get("GPUFLEET_RESTART_COUNT") or 0)
 
     model = make_model(args.seed)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -164,7 +171,7 @@ def main() -> int:
     if rank == 0:
         print(
             f"start world_size={world} backend={backend} "
-            f"restart_count={os.environ.get('GPUFLEET_RESTART_COUNT', '0')} "
+            f"restart_count={restart_count} "
             f"recovery_reason={os.environ.get('GPUFLEET_RECOVERY_REASON', '')!r} "
             f"resumed_step={start} checkpoint_dir={ckpt_dir}",
             flush=True,
@@ -202,6 +209,14 @@ def main() -> int:
             print(f"step {step} t={time.time()}", flush=True)
         if step % args.ckpt_every == 0:
             saved = checkpoint(step)
+        if step == args.fail_at_step and rank == args.fail_rank and restart_count == 0:
+            print(
+                f"rank {rank}: failing on purpose with exit code {args.fail_code} after step "
+                f"{step} t={time.time()}",
+                flush=True,
+            )
+            # SystemExit, not os._exit: gpufleet's rank wrapper records the rank's own code
+            sys.exit(args.fail_code)
         flag = torch.tensor([1.0 if _stop else 0.0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if flag.item() > 0 and step < args.steps:  # after the last step: done, not stopped
