@@ -295,6 +295,7 @@ class _Boot:
                 private_ssh_port=22,  # sshd's own port, where the other VMs reach it
                 gpus=0,
                 host_key=" ".join(host.public_openssh.split()[:2]),
+                instance_id=instance_id,  # the seed's: a new one makes cloud-init run again
                 # As on a cloud: the key in the user data is replaced on first contact.
                 bootstrap_host_key=True,
             ),
