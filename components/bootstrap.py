@@ -130,6 +130,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         if ctx.boot_lease_s and (ctx.expires_at or expiry_tag(ctx))
         else 0,
         **boot_pull(ctx),
+        **preempt_watch(ctx),
         guest_files=(CLOUD_GUEST_FILES if ctx.host_private_key else OWN_KEY_GUEST_FILES).get(
             ctx.cloud, ()
         ),
@@ -152,6 +153,20 @@ def boot_pull(ctx: BootstrapContext) -> dict[str, str]:
         else "",
         "pull_script_path": containerpull.BOOT_SCRIPT_PATH,
         "pull_state_dir": containerpull.BOOT_STATE_DIR,
+    }
+
+
+def preempt_watch(ctx: BootstrapContext) -> dict[str, str]:
+    """The template's values for the preemption watcher (preempt_exec "" for none): on the
+    clouds with a notice (components/preempt.py), never on an image bake's builder (its unit
+    would be baked into every node), `--cloud vm`, local or BYO hosts (no metadata service)."""
+    from gpufleet.components import preempt
+
+    on = ctx.cloud in preempt.CLOUDS and ctx.extra.get("GPUFLEET_BAKE") != "1"
+    return {
+        "preempt_exec": preempt.unit_exec(ctx.cloud) if on else "",
+        "preempt_script": preempt.node_script().rstrip("\n") if on else "",
+        "preempt_script_path": preempt.SCRIPT_PATH,
     }
 
 

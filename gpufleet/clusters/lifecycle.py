@@ -49,6 +49,16 @@ def up(
     return info
 
 
+def _saved(info: ClusterInfo) -> ClusterInfo:
+    """The cluster as last saved: a recovery's replacements (new nodes, new ids) included."""
+    from gpufleet.core import state
+
+    try:
+        return state.load(info.name) if state.known(info.name) else info
+    except GpufleetError:
+        return info
+
+
 @contextmanager
 def for_run(
     spec: ClusterSpec, progress: Progress, *, keep: bool = False, **options: object
@@ -67,7 +77,7 @@ def for_run(
             else:
                 progress(f"tearing down {info.name}")
                 try:
-                    ops.destroy(info, progress, **options)
+                    ops.destroy(_saved(info), progress, **options)
                 except GpufleetError as e:
                     progress(f"teardown failed: {e}; run `gpufleet down {info.name}`")
                     raise

@@ -16,7 +16,7 @@ from typing import Any
 from gpufleet.clusters import cost, lifecycle
 from gpufleet.clusters.cost import Estimate
 from gpufleet.components.clusterinfo import ClusterInfo
-from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec
+from gpufleet.components.clusterspec import ClusterSpec, ContainerSpec, RecoverySpec
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core import deadline, state
 from gpufleet.core.errors import (
@@ -29,7 +29,7 @@ from gpufleet.core.errors import (
     SpecError,
 )
 from gpufleet.core.signals import Interrupted, raise_pending, shielded, start_threads
-from gpufleet.jobs import launch, runs, sync
+from gpufleet.jobs import launch, recover, runs, sync
 from gpufleet.jobs.launch import LaunchOptions
 from gpufleet.provision import LEASE, Progress, traits
 from gpufleet.remote import Group
@@ -71,6 +71,7 @@ BOOT_LEASE_MINUTES = 45
 
 # run_job's record of the image and its digests (runs.Recorder.image), called by _job
 OnImage = Callable[[str, dict[str, str]], None]
+OnRecovery = Callable[[dict], None]  # run_job's record of each recovery (Recorder.recovery)
 
 
 @dataclass
@@ -94,6 +95,9 @@ class JobRequest:
     # every rank, --setup and the health gate in this image (jobs/container.py); None: the
     # cluster's recorded spec.container, if it has one
     container: ContainerSpec | None = None
+    # what a lost or preempted node (or a rank's on_exit code) starts (jobs/recover.py); None:
+    # the cluster's recorded spec.recovery, else none
+    recovery: RecoverySpec | None = None
 
     def __post_init__(self) -> None:
         if (self.spec is None) == (self.cluster is None):
@@ -152,7 +156,9 @@ def _loss(info: ClusterInfo, group: Group, results: dict, lease_until: float) ->
     when = _expired(info, lease_until)
     if when is not None:
         raise NodeExpired(first.node, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
-    raise NodeLost(first.node, group.lost.get(first.node, "its SSH connection dropped"))
+    lost = NodeLost(first.node, group.lost.get(first.node, "its SSH connection dropped"))
+    lost.at = first.finished  # type: ignore[attr-defined]  # when this side saw it go
+    raise lost
 
 
 def setup_command(info: ClusterInfo, setup: str) -> str:
@@ -264,7 +270,7 @@ def run_job(
     try:
         if req.timeout_s:
             deadline.arm(req.timeout_s)
-        code = job_code = run_on_cluster(req, say, tee, recorder.image)
+        code = job_code = run_on_cluster(req, say, tee, recorder.image, recorder.recovery)
         status = "succeeded" if code == 0 else "failed"
         return code
     except deadline.TimedOut as e:
@@ -338,7 +344,11 @@ def with_boot_lease(spec: ClusterSpec) -> ClusterSpec:
 
 
 def run_on_cluster(
-    req: JobRequest, progress: Progress, stream: Stream, on_image: OnImage | None = None
+    req: JobRequest,
+    progress: Progress,
+    stream: Stream,
+    on_image: OnImage | None = None,
+    on_recovery: OnRecovery | None = None,
 ) -> int:
     """The job on its cluster: created for it (and removed after, unless kept) or an existing
     one. 0, or JobFailed carrying the first failing rank's code, or Interrupted. on_image:
@@ -353,7 +363,7 @@ def run_on_cluster(
                 with_boot_lease(req.spec), progress, keep=req.keep, **req.provision_options
             )
         with cluster as info:
-            return _job(info, req, progress, stream, req.cluster is None, on_image)
+            return _job(info, req, progress, stream, req.cluster is None, on_image, on_recovery)
     finally:
         raise_pending()  # a signal during teardown still ends the CLI with its code
 
@@ -394,29 +404,66 @@ def _close_containers(boxes: Any, progress: Progress) -> None:
         )
 
 
-def _job(
-    info: ClusterInfo,
-    req: JobRequest,
-    progress: Progress,
-    stream: Stream,
-    created: bool,
-    on_image: OnImage | None = None,
-) -> int:
-    """Wait for SSH, renew the lease of a cluster it created, sync, set up, gate, launch."""
-    from gpufleet.jobs import container
+def recovery_spec(req: JobRequest, info: ClusterInfo) -> RecoverySpec:
+    """The run's recovery: the request's, else the cluster's recorded spec.recovery."""
+    if req.recovery is not None:
+        return req.recovery
+    spec = req.spec if req.spec is not None else state.load_spec(info.name)
+    return recover.spec_for(None, spec.recovery if spec is not None else None)
 
-    group: Group | None = None
-    lease: _LeaseKeeper | None = None
-    boxes: container.RunContainers | None = None
-    try:
-        group = Group(info)
+
+class _Attempts:
+    """What lives across a run's attempts (the lease keeper, the group, the containers) and
+    one attempt: connect, sync, containers, setup, gate, launch."""
+
+    def __init__(
+        self,
+        req: JobRequest,
+        progress: Progress,
+        stream: Stream,
+        created: bool,
+        on_image: OnImage | None,
+    ):
+        from gpufleet.jobs import container
+
+        self.req, self.progress, self.stream, self.created = req, progress, stream, created
+        self.on_image = on_image
+        self.group: Group | None = None
+        self.lease: _LeaseKeeper | None = None
+        self.boxes: container.RunContainers | None = None
+        self.info: ClusterInfo | None = None
+        self.notices: dict[str, dict] = {}  # the last attempt's preemption notices
+
+    def connect(self, info: ClusterInfo) -> Group:
+        """A group for these nodes (a new one after a replacement: addresses, host keys),
+        with the lease keeper moved to it."""
+        if self.group is not None and self.info is info:
+            return self.group
+        if self.group is not None:
+            self.group.close()
+        self.info, self.group = info, Group(info)
         started = time.monotonic()
         # a refused connection on a cluster that already existed: its node is gone
-        lifecycle.wait_ready(group, progress, req.ssh_timeout, refused_fails=not created)
-        progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
-        if created and LEASE in group.may_write:
-            lease = _LeaseKeeper(group, progress)
-            lease.start()
+        lifecycle.wait_ready(
+            self.group, self.progress, self.req.ssh_timeout, refused_fails=not self.created
+        )
+        self.progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
+        if self.created and LEASE in self.group.may_write:
+            if self.lease is None:
+                self.lease = _LeaseKeeper(self.group, self.progress)
+                self.lease.start()
+            else:
+                self.lease.group = self.group
+                self.lease.renew()
+        return self.group
+
+    def run(self, info: ClusterInfo, restart: int = 0, rec: recover.Recovery | None = None) -> int:
+        """One start of the job on every node: 0, or JobFailed / NodeLost as the job ended."""
+        from gpufleet.jobs import container
+
+        req, progress, stream = self.req, self.progress, self.stream
+        group = self.connect(info)
+        step = time.monotonic()
         sync.sync(
             info,
             req.workdir,
@@ -426,20 +473,27 @@ def _job(
             progress=progress,
         )
         opts, wrap = req.launch, None
+        if rec is not None:
+            opts = dataclasses.replace(opts, restart_count=restart, recovery_reason=rec.reason)
+            _copy_checkpoints(info, group, opts, progress)
+            rec.synced_at = time.time()
+            progress(f"recovery {restart}: synced in {time.monotonic() - step:.1f}s")
         cspec = container_spec(req, info)
         if cspec is not None:
             hop = opts.launcher in ("mpirun", "deepspeed")
-            boxes = container.start(info, group, cspec, opts.run_id, progress, ssh_keys=hop)
-            if on_image is not None:
-                on_image(cspec.image, dict(boxes.report.digests))
+            started = container.start(info, group, cspec, opts.run_id, progress, ssh_keys=hop)
+            self.boxes = started
+            if self.on_image is not None:
+                self.on_image(cspec.image, dict(started.report.digests))
             if opts.launcher in ("torchrun", "deepspeed"):
-                boxes.need_python(f"--launcher {opts.launcher}")
+                started.need_python(f"--launcher {opts.launcher}")
             if req.health_gate:
-                boxes.need_python("the health gate")
+                started.need_python("the health gate")
             # the ranks' interpreter is the image's (jobs/container.py python_command)
-            host_info, info = info, info.model_copy(update={"python": boxes.python})
+            host_info, info = info, info.model_copy(update={"python": started.python})
             opts = dataclasses.replace(opts, container=True)
-            wrap = boxes.wrap
+            wrap = started.wrap
+        boxes = self.boxes
         if req.setup:
             progress(f"setup: {req.setup}")
             setup: str | dict[str, str] = setup_command(info, req.setup)
@@ -451,6 +505,8 @@ def _job(
                 req.health_gate(host_info, group, wrap=boxes.wrap, python=boxes.python)
             else:
                 req.health_gate(info, group)
+        if restart:  # the last attempt's rank codes are not this one's
+            group.run(f"rm -f {shlex.quote(launch.run_dir(opts))}/rank-*.rc", what="cleanup")
         group.put(launch.run_files(info, opts))
         if boxes is not None and opts.launcher in ("mpirun", "deepspeed"):
             # an executable `ssh`: Open MPI's plm_rsh_agent, and first on pdsh's PATH
@@ -468,17 +524,25 @@ def _job(
         progress(_launching(info, opts, commands))
         if boxes is not None:
             commands = boxes.wrap_all(commands)
-        with launch.rendezvous(group, info, opts, wrap):
-            results = group.run(
-                commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
-            )
+        if rec is not None:
+            rec.restarted_at = time.time()
+        watch = None
+        if watch_notices(info.cloud):
+            watch = recover.NoticeWatch(info, opts.run_id, progress, group.cancel).start()
+        try:
+            with launch.rendezvous(group, info, opts, wrap):
+                results = group.run(
+                    commands, stream=job_stream, check=False, fail_fast=req.fail_fast, liveness=True
+                )
+        finally:
+            self.notices = watch.stop() if watch is not None else {}
         if boxes is not None and not all(r.ok for r in results.values()):
             # fail-fast killed the exec clients on the hosts, not what they started inside
             boxes.stop()
         if all(r.ok for r in results.values()):
             progress("job finished on every node")
             return 0
-        _loss(info, group, results, lease.until if lease else 0.0)
+        _loss(info, group, results, self.lease.until if self.lease else 0.0)
         if req.launch.launcher in ("torchrun", "mpirun"):
             rank_files = _rank_failures(group, launch.run_dir(req.launch))
             first = launch.first_failure(rank_files)
@@ -491,29 +555,201 @@ def _job(
                 raise JobFailed(node, code, f"rank {rank}")
         node, code = _first_failed_node(results)
         raise JobFailed(node, code)
-    except (Interrupted, KeyboardInterrupt):
+
+    def stop_old_ranks(self, survivors: list[str], run_id: str) -> None:
+        """Every rank of the last attempt stopped on the survivors, and proven gone: no
+        process there has GPUFLEET_RUN_ID=run_id in its environment (else LeftoverRanks)."""
+        assert self.group is not None
+        self.group.cancel()
+        if self.boxes is not None:
+            self.boxes.stop()
+            _close_containers(self.boxes, self.progress)
+            self.boxes = None
+        if not survivors:
+            return
+        sub = self.group.subset(survivors)
+        found = sub.run(recover.leftovers_command(run_id, kill=True), check=False, timeout=60)
+        left = {n: p for n, r in found.items() if (p := recover.parse_pids(r.stdout))}
+        if left:
+            raise recover.LeftoverRanks(run_id, left)
+        self.progress(f"no rank of run {run_id} left on {', '.join(survivors)}")
+
+    def close(self, info: ClusterInfo) -> None:
+        """The run's end: containers, lease, connections (a kept cluster's lease dropped)."""
+        if self.boxes is not None:
+            _close_containers(self.boxes, self.progress)
+        if self.lease is not None:
+            self.lease.stop()
+        group = self.group
+        if self.created and self.req.keep and group is not None and LEASE in group.may_write:
+            # kept: only its hard expiry applies now (the boot lease too goes, renewed or not)
+            drop_lease(group, info.name, self.progress)
         if group is not None:
+            group.close()
+
+
+def _copy_checkpoints(
+    info: ClusterInfo, group: Group, opts: LaunchOptions, progress: Progress
+) -> None:
+    """The head's checkpoint folder onto every other node before a restart (a new node has
+    none, a survivor an older one); a URL is the job's own to read."""
+    ckpt = launch.checkpoint_dir(opts)
+    if launch.is_url(ckpt) or len(info.nodes) < 2:
+        return
+    started = time.monotonic()
+    head = info.head.name
+    out = group.subset([head]).run(recover.pack_command(ckpt), what="checkpoint")[head]
+    data = recover.decode(out.stdout)
+    if not data:
+        progress(f"no checkpoint on {head} ({ckpt}): the job starts from scratch")
+        return
+    others = [n.name for n in info.nodes if n.name != head]
+    group.subset(others).run(recover.unpack_command(ckpt), stdin=data, what="checkpoint")
+    progress(
+        f"checkpoint folder of {head} ({len(data) / 1e6:.1f} MB packed) copied to "
+        f"{len(others)} nodes in {time.monotonic() - started:.1f}s"
+    )
+
+
+def _notices(group: Group | None, nodes: list[str], seen: dict[str, dict]) -> dict[str, dict]:
+    """The preemption notices of the attempt that ended: those its watch saw, and those
+    the nodes that still answer have now (a node the cloud took already tells nothing)."""
+    out = dict(seen)
+    if group is not None and nodes and (watch_notices() or seen):
+        with contextlib.suppress(Exception):
+            out.update(recover.read_notices(group.subset(nodes)))
+    return out
+
+
+def watch_notices(cloud: str = "") -> bool:
+    """Preemption notices are watched where the provider gives them, and on the sandbox when
+    it is pointed at a fake metadata server (tests: provision/localpreempt.py)."""
+    return bool((cloud and traits(cloud).notices) or os.environ.get("GPUFLEET_SANDBOX_METADATA"))
+
+
+def _recover(
+    att: _Attempts,
+    info: ClusterInfo,
+    end: recover.Ending,
+    spec: RecoverySpec,
+    attempt: int,
+    progress: Progress,
+) -> tuple[ClusterInfo, recover.Recovery]:
+    """Confirm the loss, stop and prove gone the old ranks, replace what the mode says:
+    the cluster the next attempt runs on, and the recovery's record so far."""
+    from gpufleet.provision import for_cloud
+
+    req = att.req
+    detected = time.time()
+    names = [n.name for n in info.nodes]
+    provisioner = for_cloud(info.cloud, **req.provision_options)
+    confirmed, why = True, end.reason
+    if end.cause == "lost":
+        node = end.nodes[0]
+        started = time.monotonic()
+        progress(f"{node}: confirming the loss (provider's view, fresh SSH connections)")
+
+        def answers() -> bool:
+            try:
+                with Group(info, [node], connect_timeout=5) as g:
+                    return g.run("true", check=False, timeout=10)[node].ok
+            except Exception:
+                return False
+
+        confirmed, why = recover.confirm_lost(node, lambda: provisioner.status(info), answers)
+        progress(
+            f"{node} {'lost' if confirmed else 'not lost'}: {why} "
+            f"({time.monotonic() - started:.1f}s)"
+        )
+    mode = recover.decide(end, spec, names, confirmed)
+    nodes = recover.targets(mode, end, names)
+    reason = end.reason if confirmed else f"{end.reason}; {why}: restarted on the same nodes"
+    rec = recover.Recovery(
+        attempt=attempt,
+        cause=end.cause,
+        reason=reason,
+        mode=mode,
+        nodes=nodes,
+        lost_at=end.lost_at,
+        detected_at=detected,
+    )
+    recover.check_replaces(info, mode, nodes, traits(info.cloud).replaces)
+    step = time.monotonic()
+    gone = set(nodes) if recover.needs_provider(mode) and end.cause != "exit" else set()
+    gone |= set(end.nodes) if confirmed and end.cause == "lost" else set()
+    att.stop_old_ranks([n for n in names if n not in gone], req.launch.run_id)
+    progress(f"recovery {attempt}: old ranks stopped in {time.monotonic() - step:.1f}s")
+    if recover.needs_provider(mode):
+        step = time.monotonic()
+        progress(f"recovery {attempt}: replacing {', '.join(nodes)} ({end.cause})")
+        info = provisioner.replace(info, nodes, progress)
+        progress(
+            f"recovery {attempt}: {', '.join(nodes)} replaced in {time.monotonic() - step:.1f}s"
+        )
+    rec.provisioned_at = time.time()
+    return info, rec
+
+
+def _job(
+    info: ClusterInfo,
+    req: JobRequest,
+    progress: Progress,
+    stream: Stream,
+    created: bool,
+    on_image: OnImage | None = None,
+    on_recovery: OnRecovery | None = None,
+) -> int:
+    """The job's attempts on its cluster: the first, then after each lost or preempted node
+    (or a rank's --recover-on-exit code) a recovery and the next, while the spec allows."""
+    spec = recovery_spec(req, info)
+    att = _Attempts(req, progress, stream, created, on_image)
+    attempt, rec = 0, None
+
+    def ended(r: recover.Recovery | None) -> None:
+        if r is not None:
+            progress(recover.summary(r))
+            if on_recovery is not None:
+                on_recovery(r.as_dict())
+
+    try:
+        while True:
+            try:
+                code = att.run(info, attempt, rec)
+            except (NodeLost, JobFailed) as e:
+                ended(rec)
+                rec = None
+                if spec.max == 0 or spec.mode == "none":
+                    raise
+                notices = _notices(att.group, [n.name for n in info.nodes], att.notices)
+                end = recover.ending(e, notices, spec, getattr(e, "at", time.time()))
+                if end is None:
+                    raise
+                if attempt >= spec.max:
+                    progress(f"no recovery left ({spec.max} used): {end.reason}")
+                    raise
+                attempt += 1
+                progress(f"recovery {attempt} of {spec.max}: {end.reason}")
+                info, rec = _recover(att, info, end, spec, attempt, progress)
+                continue
+            ended(rec)
+            rec = None
+            return code
+    except (Interrupted, KeyboardInterrupt):
+        if att.group is not None:
             with shielded():
                 progress("interrupted: stopping the job on every node")
-                group.cancel()
-                if boxes is not None:
-                    boxes.stop()
+                att.group.cancel()
+                if att.boxes is not None:
+                    att.boxes.stop()
         raise
     finally:
+        ended(rec)  # a recovery that did not reach its restart, or failed in it
         # A cluster made for this run is torn down next (lifecycle.for_run): the shield stays
         # up until that teardown ends, so no signal lands between the two.
         shield = shielded()
         shield.__enter__()
         try:
-            if boxes is not None:
-                _close_containers(boxes, progress)
-            if lease is not None:
-                lease.stop()
-            if created and req.keep and group is not None and LEASE in group.may_write:
-                # kept: only its hard expiry applies now (the boot lease too goes, renewed or not)
-                drop_lease(group, info.name, progress)
-            if group is not None:
-                group.close()
+            att.close(info)
         finally:
             if not created:
                 shield.__exit__()

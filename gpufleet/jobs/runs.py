@@ -49,11 +49,21 @@ class RunRecord:
 
     @property
     def cost_usd(self) -> float | None:
-        """Estimated cost of the run's wall time (None when the price is not known)."""
+        """Estimated cost of the run's wall time (None when the price is not known), plus its
+        replacements: the wall time already prices every node, waits included; each node a
+        recovery replaced is priced once more from the loss's detection until the new one was
+        provisioned (an upper bound: the old machine may be billed until it is terminated while
+        the new one boots)."""
         if self.usd_per_hour is None:
             return None
         end = self.ended_at or time.time()
-        return round(self.usd_per_hour * (end - self.started_at) / 3600, 4)
+        total = self.usd_per_hour * (end - self.started_at) / 3600
+        per_node = self.usd_per_hour / max(self.nodes, 1)
+        for r in self.recoveries:
+            if r.get("mode") in ("replace", "relaunch") and r.get("provisioned_at"):
+                boot = r["provisioned_at"] - (r.get("detected_at") or r["provisioned_at"])
+                total += per_node * len(r.get("nodes") or []) * max(boot, 0.0) / 3600
+        return round(total, 4)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "cost_usd": self.cost_usd}
@@ -134,6 +144,11 @@ class Recorder:
     def image(self, image: str, digests: dict[str, str]) -> None:
         """The run's container image and each node's digest of it, saved at once."""
         self.rec.image, self.rec.digests = image, dict(digests)
+        _save(self.rec)
+
+    def recovery(self, entry: dict) -> None:
+        """One recovery ended (jobs/recover.py Recovery.as_dict): appended and saved at once."""
+        self.rec.recoveries.append(dict(entry))
         _save(self.rec)
 
     def finish(self, exit_code: int, status: str, job_exit_code: int | None = None) -> None:

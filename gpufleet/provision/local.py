@@ -17,6 +17,7 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +28,13 @@ from gpufleet.components.clusterspec import ClusterSpec
 from gpufleet.components.hostkeyrotation import HostKeyRotation
 from gpufleet.core import state
 from gpufleet.provision import Progress
-from gpufleet.provision.localprocs import _cmdline, stop_by_folder, stop_cluster_processes
+from gpufleet.provision.localpreempt import start_watcher
+from gpufleet.provision.localprocs import (
+    _cmdline,
+    stop_by_folder,
+    stop_cluster_processes,
+    stop_node_processes,
+)
 from gpufleet.provision.localsshd import (
     _write,
     find_sshd,
@@ -45,6 +52,50 @@ from gpufleet.remote.sshkeys import generate_ed25519
 SANDBOX_HOST_KEYS = HostKeyRotation(
     key_file="../ssh_host_ed25519_key", reload='kill -HUP "$(cat ../sshd.pid)"', sudo=False
 )
+
+
+def _start_node(
+    sshd: str,
+    cdir: Path,
+    cluster: str,
+    name: str,
+    addr: str,
+    user: str,
+    public: bool,
+    boot_lease_minutes: int | None,
+) -> tuple[NodeInfo, subprocess.Popen, int | None]:
+    """One node: its folder, host key, lease, preemption watcher (tests) and sshd; the
+    NodeInfo to record, the sshd, the watcher's pid."""
+    ndir = cdir / "nodes" / name
+    host = generate_ed25519(f"{cluster}-{name}")
+    _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
+    _write(ndir / "ssh_host_ed25519_key.pub", host.public_openssh + "\n", 0o644)
+    (ndir / "work").mkdir(parents=True, exist_ok=True)
+    if boot_lease_minutes:  # as a cloud node's bootcmd arms it (bootstrap.py)
+        _write(ndir / "lease", f"{time.time() + boot_lease_minutes * 60:.0f}\n", 0o644)
+    (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
+    # first, as the recipe starts it on a cloud node (found by `down` by its folder)
+    watcher = start_watcher(cluster, cdir, name, ndir)
+    port = free_port(addr)
+    conf = ndir / "sshd_config"
+    config = sshd_config(
+        addr=addr, port=port, node_dir=ndir, cluster_dir=cdir, user=user, cluster=cluster, node=name
+    )
+    _write(conf, config, 0o644)
+    proc = start_sshd(sshd, conf, ndir / "sshd.log")
+    node = NodeInfo(
+        name=name,
+        private_ip=addr,
+        # As on a cloud, only the head is "public" unless asked: the client is told no
+        # address for a worker and reaches it through the head's sshd.
+        public_ip=addr if public else None,
+        ssh_port=port,
+        gpus=0,
+        workdir=str(ndir / "work"),
+        host_key=" ".join(host.public_openssh.split()[:2]),
+        bootstrap_host_key=True,
+    )
+    return node, proc, watcher
 
 
 class LocalProvisioner:
@@ -65,6 +116,7 @@ class LocalProvisioner:
         nodes: list[NodeInfo] = []
         procs: dict[str, subprocess.Popen] = {}
         pids: dict[str, int] = {}
+        watchers: dict[str, int] = {}  # preemption watchers, GPUFLEET_SANDBOX_METADATA only
         uid = secrets.token_hex(8)  # tells this cluster from an earlier one of the same name
         expires_at = spec.expiry()
         try:
@@ -74,47 +126,15 @@ class LocalProvisioner:
             pids["watchdog"] = start_watchdog(spec.name, cdir, uid)
             _record_pids(cdir, pids)
             for i, (name, addr) in enumerate(zip(node_names(spec.nodes), addresses, strict=True)):
-                ndir = cdir / "nodes" / name
-                host = generate_ed25519(f"{spec.name}-{name}")
-                _write(ndir / "ssh_host_ed25519_key", host.private_openssh)
-                _write(ndir / "ssh_host_ed25519_key.pub", host.public_openssh + "\n", 0o644)
-                (ndir / "work").mkdir(parents=True, exist_ok=True)
-                if spec.boot_lease_minutes:  # as a cloud node's bootcmd arms it (bootstrap.py)
-                    lease = time.time() + spec.boot_lease_minutes * 60
-                    _write(ndir / "lease", f"{lease:.0f}\n", 0o644)
-                (ndir / "tmp").mkdir(mode=0o700, exist_ok=True)
-                port = free_port(addr)
-                conf = ndir / "sshd_config"
-                _write(
-                    conf,
-                    sshd_config(
-                        addr=addr,
-                        port=port,
-                        node_dir=ndir,
-                        cluster_dir=cdir,
-                        user=user,
-                        cluster=spec.name,
-                        node=name,
-                    ),
-                    0o644,
+                public = i == 0 or spec.public_workers
+                node, procs[name], wpid = _start_node(
+                    sshd, cdir, spec.name, name, addr, user, public, spec.boot_lease_minutes
                 )
-                procs[name] = start_sshd(sshd, conf, ndir / "sshd.log")
+                if wpid is not None:
+                    watchers[name] = wpid
                 pids[name] = procs[name].pid
                 _record_pids(cdir, pids)  # recorded before anything else can be lost
-                nodes.append(
-                    NodeInfo(
-                        name=name,
-                        private_ip=addr,
-                        # As on a cloud, only the head is "public" unless asked: the client is
-                        # told no address for a worker and reaches it through the head's sshd.
-                        public_ip=addr if i == 0 or spec.public_workers else None,
-                        ssh_port=port,
-                        gpus=0,
-                        workdir=str(ndir / "work"),
-                        host_key=" ".join(host.public_openssh.split()[:2]),
-                        bootstrap_host_key=True,
-                    )
-                )
+                nodes.append(node)
             info = ClusterInfo(
                 name=spec.name,
                 cloud="local",
@@ -132,6 +152,7 @@ class LocalProvisioner:
                     "sshd": sshd,
                     "watchdog": pids["watchdog"],
                     "uid": uid,
+                    **({"preempt": watchers} if watchers else {}),
                 },
                 # The generated key plays the bootstrap key a cloud node gets in its user data;
                 # the first contact replaces it with one made on the node (remote/hostkeys.py).
@@ -159,10 +180,47 @@ class LocalProvisioner:
         _write(state.cluster_dir(info.name) / "expires_at", f"{expires_at:.0f}\n", 0o644)
 
     def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
-        """Not yet: issue 22 (jobs/recover.py) gives it a body."""
-        from gpufleet.core.errors import CannotReplace
-
-        raise CannotReplace(info.name, info.cloud, nodes)
+        """New nodes for `nodes`: whatever of the old ones is left stopped (its sshd by pid,
+        its sessions by their markers), its folder removed (a new machine has an empty disk),
+        then a new sshd with a new host key on the same address (a new port), recorded before
+        it is waited for."""
+        cdir = state.cluster_dir(info.name)
+        spec = state.load_spec(info.name)
+        boot_lease = spec.boot_lease_minutes if spec is not None else None
+        sshd = info.provider.get("sshd") or find_sshd()
+        pids = dict(info.provider.get("pids", {}))
+        watchers = dict(info.provider.get("preempt", {}))
+        procs: dict[str, subprocess.Popen] = {}
+        new: dict[str, NodeInfo] = {}
+        started = time.monotonic()
+        for name in nodes:
+            old = info.node(name)
+            stop_node_processes(info.name, name, pids.get(name), cdir)
+            shutil.rmtree(cdir / "nodes" / name, ignore_errors=True)
+            public = old.public_ip is not None
+            new[name], procs[name], wpid = _start_node(
+                sshd, cdir, info.name, name, old.private_ip, info.ssh_user, public, boot_lease
+            )
+            if wpid is not None:
+                watchers[name] = wpid
+            pids[name] = procs[name].pid
+            _record_pids(cdir, {**pids, "watchdog": info.provider.get("watchdog", 0)})
+        info = info.model_copy(
+            update={
+                "nodes": [new.get(n.name, n) for n in info.nodes],
+                "provider": {
+                    **info.provider,
+                    "pids": pids,
+                    **({"preempt": watchers} if watchers else {}),
+                },
+            }
+        )
+        _write(cdir / "known_hosts", knownhosts.render(info.nodes), 0o644)
+        state.save(info)  # before waiting: `down` and the watchdog see the new pids
+        fresh = info.model_copy(update={"nodes": [new[n] for n in nodes]})
+        wait_listening(fresh, procs, progress)
+        progress(f"replaced {', '.join(nodes)} in {time.monotonic() - started:.1f}s")
+        return info
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)

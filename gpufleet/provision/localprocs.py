@@ -114,6 +114,20 @@ def stop_cluster_processes(cluster: str, cluster_dir: Path) -> None:
         terminate(leftovers, grace_s=1.0)
 
 
+def stop_node_processes(cluster: str, node: str, sshd_pid: int | None, cluster_dir: Path) -> None:
+    """Stop what is left of one sandbox node: its sshd (by pid, checked against its command
+    line) and every session process with its markers; leftovers are killed."""
+    conf = f"{cluster_dir}/nodes/{node}/sshd_config"
+    mine = [sshd_pid] if sshd_pid and conf in _cmdline(sshd_pid) else []
+    sessions = set(sandbox_processes(cluster, node))
+    for pid in mine:
+        sessions.update(_descendants(pid))
+    terminate(sorted(sessions) + mine, grace_s=1.0)
+    leftovers = sandbox_processes(cluster, node)
+    if leftovers:
+        terminate(leftovers, grace_s=1.0)
+
+
 def stop_by_folder(cluster: str) -> None:
     """Stop everything of a sandbox cluster: what its folder names and its sessions."""
     stop_cluster_processes(cluster, state.cluster_dir(cluster))

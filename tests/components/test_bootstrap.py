@@ -240,3 +240,33 @@ def test_every_clouds_run_nodes_arm_the_boot_lease_through_the_real_fleet(stack)
             assert ("gpufleet-boot-lease" in t) == armed, (stack, armed)
             if armed:
                 assert f"+ {BOOT_LEASE_MINUTES * 60} ))" in t
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_preemption_watcher_is_the_first_service_runcmd_starts_on_a_cloud(cloud):
+    """A notice reaches the ranks whatever later fails; it comes back after a reboot
+    (enabled); its script is the node copy of scripts/preempt_watch.sh."""
+    import yaml
+
+    from gpufleet.components import preempt
+
+    ctx = BootstrapContext(
+        "c", cloud, "x", 0, 2, "u", "k", "", "", "none", EXPIRES, extra={"A": "1"}
+    )
+    doc = yaml.safe_load(render_cloud_init(ctx))
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    unit = files["/etc/systemd/system/gpufleet-preempt.service"]
+    assert f"ExecStart=/bin/bash {preempt.SCRIPT_PATH} --cloud {cloud} --state " in unit
+    assert "WantedBy=multi-user.target" in unit
+    assert files[preempt.SCRIPT_PATH].rstrip("\n") == preempt.node_script().rstrip("\n")
+    starts = [c for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]
+    assert starts[0][-1] == "gpufleet-preempt.service"
+    assert doc["runcmd"].index(starts[0]) == 1  # right after daemon-reload
+
+
+@pytest.mark.parametrize(
+    ("cloud", "extra"), [("local", {}), ("vm", {}), ("aws", {"GPUFLEET_BAKE": "1"})]
+)
+def test_no_preemption_watcher_without_a_metadata_service_or_on_a_bake(cloud, extra):
+    ctx = BootstrapContext("c", cloud, "x", 0, 1, "u", "k", "h", "h", "none", None, extra=extra)
+    assert "gpufleet-preempt" not in render_cloud_init(ctx)

@@ -105,7 +105,7 @@ def test_run_job_from_python_checks_the_budget_before_anything_is_created(monkey
 def test_run_job_from_python_records_the_run_and_its_end(monkeypatch):
     state.save(fakes.cluster(cloud="local", gpus=0, n=3))
 
-    def failing(req, progress, stream, on_image=None):
+    def failing(req, progress, stream, on_image=None, on_recovery=None):
         progress("on the nodes")
         stream("node-1", "a line", False)
         raise JobFailed("node-1", 3)
@@ -198,3 +198,14 @@ def test_a_run_request_names_exactly_one_cluster(both):
     with pytest.raises(GpufleetError, match="both" if both else "neither") as e:
         _request(**given)
     assert e.value.exit_code == 2 and e.value.hint
+
+
+def test_a_runs_teardown_removes_the_nodes_saved_last(calls, monkeypatch, gpufleet_home):
+    """A recovery replaced node-1 under the run (jobs/recover.py): the teardown destroys the
+    cluster as saved (the new node's address), not the info the run was created with."""
+    removed: list[object] = []
+    monkeypatch.setattr(lifecycle.ops, "destroy", lambda info, p, **o: removed.append(info))
+    with lifecycle.for_run(_spec(), lambda _m: None) as info:
+        new = info.nodes[1].model_copy(update={"private_ip": "10.9.9.9"})
+        state.save(info.model_copy(update={"nodes": [info.nodes[0], new]}))
+    assert [n.private_ip for n in removed[0].nodes][1] == "10.9.9.9"  # type: ignore[attr-defined]

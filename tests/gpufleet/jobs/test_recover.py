@@ -1,0 +1,187 @@
+"""jobs/recover.py: the recovery policy, the loss confirmation and the node-side commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+from gpufleet.components.clusterspec import RecoverySpec
+from gpufleet.core.errors import CannotReplace, JobFailed, NodeLost
+from gpufleet.jobs import recover
+from gpufleet.jobs.runs import RunRecord
+
+NODES = ["node-0", "node-1", "node-2"]
+
+
+def test_a_lost_node_is_replaced_alone():
+    spec = RecoverySpec(max=2)
+    end = recover.ending(NodeLost("node-1", "its SSH connection dropped"), {}, spec, 100.0)
+    assert end is not None and (end.cause, end.nodes, end.lost_at) == ("lost", ["node-1"], 100.0)
+    mode = recover.decide(end, spec, NODES, confirmed=True)
+    assert (mode, recover.targets(mode, end, NODES)) == ("replace", ["node-1"])
+
+
+def test_relaunch_replaces_every_node_and_a_node_that_answers_again_is_restarted():
+    end = recover.ending(NodeLost("node-2", "no answer for 20 s"), {}, RecoverySpec(max=1), 5.0)
+    assert end is not None
+    relaunch = RecoverySpec(max=1, mode="relaunch")
+    assert recover.targets(recover.decide(end, relaunch, NODES, True), end, NODES) == NODES
+    for spec in (relaunch, RecoverySpec(max=1)):
+        assert recover.decide(end, spec, NODES, confirmed=False) == "restart"
+
+
+def test_a_rank_exit_recovers_only_when_opted_in_and_never_replaces():
+    failed = JobFailed("node-0", 3, "rank 0")
+    assert recover.ending(failed, {}, RecoverySpec(max=1), 0.0) is None
+    spec = RecoverySpec(max=1, on_exit=[3])
+    end = recover.ending(failed, {}, spec, 0.0)
+    assert end is not None and end.cause == "exit"
+    assert recover.decide(end, spec, NODES, confirmed=True) == "restart"
+    assert not recover.needs_provider("restart")
+
+
+def test_a_notice_wins_over_what_it_caused():
+    notice = {"cloud": "aws", "kind": "instance-action", "noticed_at": 42.0, "not_before": None}
+    end = recover.ending(JobFailed("node-0", 143), {"node-2": notice}, RecoverySpec(max=1), 99.0)
+    assert end is not None
+    assert (end.cause, end.nodes, end.lost_at) == ("preempted", ["node-2"], 42.0)
+    assert "aws instance-action" in end.reason
+
+
+def test_cannot_replace_is_refused_before_anything_is_created():
+    info = ClusterInfo(
+        name="c",
+        cloud="ssh",
+        instance_type="x",
+        nodes=[NodeInfo(name="node-0", private_ip="10.0.0.1")],
+        ssh_user="u",
+        ssh_key_path="/k",
+        known_hosts_path="/kh",
+    )
+    with pytest.raises(CannotReplace, match="node-0"):
+        recover.check_replaces(info, "replace", ["node-0"], replaces=False)
+    recover.check_replaces(info, "restart", ["node-0"], replaces=False)  # nothing to make
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_the_providers_view_confirms_at_once():
+    clock = _Clock()
+    ok, why = recover.confirm_lost(
+        "node-1",
+        lambda: {"node-1": "stopped"},
+        lambda: pytest.fail("no probe needed"),
+        sleep=clock.sleep,
+        clock=clock.now,
+    )
+    assert ok and "stopped" in why and clock.t == 0
+
+
+def test_a_slow_node_that_answers_within_the_window_is_not_lost():
+    clock, tries = _Clock(), []
+
+    def answers() -> bool:
+        tries.append(clock.t)
+        return clock.t >= 9  # SIGSTOPped for ~10 s, then answers
+
+    ok, why = recover.confirm_lost(
+        "node-1", lambda: {"node-1": "running"}, answers, sleep=clock.sleep, clock=clock.now
+    )
+    assert not ok and "answered again" in why and len(tries) == 4
+
+
+def test_a_node_that_never_answers_is_lost_after_the_window_even_without_provider():
+    def broken() -> dict[str, str]:
+        raise RuntimeError("the provider API is down")
+
+    clock = _Clock()
+    ok, why = recover.confirm_lost(
+        "node-1", broken, lambda: False, sleep=clock.sleep, clock=clock.now
+    )
+    assert ok and clock.t >= recover.CONFIRM_S and "provider view unavailable" in why
+
+
+def test_leftovers_command_finds_and_kills_only_this_runs_processes():
+    """Real processes on this machine: one with the run's id, one with another id."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLEET_")}
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    mine = subprocess.Popen(sleep, env={**env, "GPUFLEET_RUN_ID": "r-test-1"})
+    other = subprocess.Popen(sleep, env={**env, "GPUFLEET_RUN_ID": "r-test-10"})
+    try:
+        found = subprocess.run(
+            ["bash", "-c", recover.leftovers_command("r-test-1", kill=False)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert recover.parse_pids(found.stdout) == [mine.pid]
+        after = subprocess.run(
+            ["bash", "-c", recover.leftovers_command("r-test-1", kill=True)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert recover.parse_pids(after.stdout) == []
+        assert mine.wait(timeout=5) == -9 and other.poll() is None
+    finally:
+        for p in (mine, other):
+            p.kill()
+            p.wait()
+
+
+def test_checkpoint_pack_and_unpack_round_trip(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "ckpt.pt").write_bytes(bytes(range(256)) * 10)
+    out = subprocess.run(
+        ["bash", "-c", recover.pack_command(str(src))], capture_output=True, text=True, check=True
+    )
+    data = recover.decode(out.stdout)
+    subprocess.run(["bash", "-c", recover.unpack_command(str(dst))], input=data, check=True)
+    assert (dst / "ckpt.pt").read_bytes() == (src / "ckpt.pt").read_bytes()
+    none = subprocess.run(
+        ["bash", "-c", recover.pack_command(str(tmp_path / "missing"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert recover.decode(none.stdout) == b""
+
+
+def test_record_keys_timeline_and_cost():
+    r = recover.Recovery(1, "lost", "node-1 lost", "replace", ["node-1"], 100.0, 101.5, 110.0)
+    r.synced_at, r.restarted_at = 112.0, 113.0
+    assert list(r.as_dict()) == [
+        "attempt",
+        "cause",
+        "reason",
+        "mode",
+        "nodes",
+        "lost_at",
+        "detected_at",
+        "provisioned_at",
+        "synced_at",
+        "restarted_at",
+    ]
+    assert "detected 1.5s, provisioned 10.0s, synced 12.0s, restarted 13.0s" in recover.summary(r)
+    rec = RunRecord("r", "c", "aws", 4, "torchrun", ["x"], started_at=0.0, usd_per_hour=4.0)
+    rec.ended_at = 3600.0
+    assert rec.cost_usd == 4.0
+    rec.recoveries.append(r.as_dict())  # one of 4 nodes ($1/h) re-billed for 8.5 s
+    assert rec.cost_usd == round(4.0 + 8.5 / 3600, 4)
+    assert rec.restarts == 1
