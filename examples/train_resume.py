@@ -204,7 +204,7 @@ def main() -> int:
             saved = checkpoint(step)
         flag = torch.tensor([1.0 if _stop else 0.0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item() > 0:
+        if flag.item() > 0 and step < args.steps:  # after the last step: done, not stopped
             stopping = True
             break
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpufleet.components.catalog import instance_nccl_env
 from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.errors import SpecError
 from gpufleet.components.fabric import library_paths
 from gpufleet.jobs import hostfile
 from gpufleet.remote import sshconfig
@@ -29,6 +30,24 @@ LAUNCH_HOSTFILE = "hosts"
 SSH_CONFIG = "ssh_config"
 HOP = "hop/ssh"  # written by jobs/container.py (hop_script) when the ranks run in containers
 DS_ENV = "deepspeed_env"
+DS_ENV_RUN = "deepspeed_env.run"  # DS_ENV plus what only the head's shell knows (its $PWD)
+
+# torchrun jobs: a lost peer must not hold the survivors in a collective when gpufleet is not
+# there to stop them (pytorch/pytorch#111646). Defaults only: the cluster's env and --env win.
+#  * ASYNC_ERROR_HANDLING=1 (TearDown): a collective that times out (init_process_group's
+#    timeout: 10 min for NCCL by default) aborts the communicator and ends the process, so
+#    torchrun sees a failed worker, instead of waiting on. torchrun sets 1 too when unset;
+#    here it is also there for a job that starts its own processes.
+#  * ENABLE_MONITORING=1 + HEARTBEAT_TIMEOUT_SEC=300: if the watchdog itself is stuck (a CUDA
+#    or NCCL call that never returns once a peer is gone, where the abort above hangs too),
+#    the monitor thread ends the process after 5 min without a heartbeat, not torch's default
+#    (8-10 min by version). Not lower: torch raised it from 2 min to 10 (pytorch#116267)
+#    after 2 min killed healthy jobs whose watchdog was only slow.
+TORCH_TIMEOUTS: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "TORCH_NCCL_ENABLE_MONITORING": "1",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "300",
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,10 @@ class LaunchOptions:
     restart_count: int = 0
     recovery_reason: str = ""
     checkpoint_dir: str | None = None
+    # torchrun's elastic mode, for jobs written for it: "MIN:MAX" nodes (--nnodes=MIN:MAX),
+    # and how often torchrun itself restarts the workers after a failure (--max-restarts)
+    elastic: str | None = None
+    max_restarts: int = 0
 
 
 def run_dir(opts: LaunchOptions) -> str:
@@ -69,9 +92,37 @@ def is_url(path: str) -> bool:
     return bool(_URL.match(path))
 
 
+def elastic_nodes(info: ClusterInfo, opts: LaunchOptions) -> tuple[int, int] | None:
+    """(MIN, MAX) of LaunchOptions.elastic, checked against the cluster; None when not elastic."""
+    if opts.elastic is None:
+        return None
+    fix = f"give elastic as MIN:MAX with 1 <= MIN <= MAX <= {len(info.nodes)} (the cluster's nodes)"
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", opts.elastic)
+    if m is None:
+        raise SpecError("elastic", f"{opts.elastic!r} is not MIN:MAX", fix)
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if not 1 <= lo <= hi <= len(info.nodes):
+        raise SpecError("elastic", f"{lo}:{hi} is out of range", fix)
+    return lo, hi
+
+
+def check(info: ClusterInfo, opts: LaunchOptions) -> None:
+    """Raise SpecError for options that cannot launch on this cluster."""
+    if opts.elastic is not None and opts.launcher != "torchrun":
+        raise SpecError("elastic", f"needs the torchrun launcher, not {opts.launcher}",
+                        "drop elastic or use --launcher torchrun")  # fmt: skip
+    elastic_nodes(info, opts)
+    if opts.max_restarts < 0:
+        raise SpecError("max_restarts", f"{opts.max_restarts} is negative", "give 0 or more")
+
+
 def rank_env(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> dict[str, str]:
     """What every process on node `node_index` gets (the fabric's NCCL settings included)."""
     env = instance_nccl_env(info.cloud, info.instance_type, info.fabric, len(info.nodes))
+    if opts.launcher == "torchrun":
+        env.update(TORCH_TIMEOUTS)
+        if opts.elastic is not None:  # the rank wrapper keeps c10d's ranks (see RANK_WRAPPER)
+            env["GPUFLEET_ELASTIC"] = opts.elastic
     env.update(info.env)
     env.update(hostfile.env_vars(info, opts.nproc_per_node))
     env.update(
@@ -111,9 +162,12 @@ def _exports(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str:
 
 def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str | None:
     """The shell command node `node_index` runs for this job, or None if it runs nothing."""
+    check(info, opts)
     node = info.nodes[node_index]
     exports = _exports(info, node_index, opts)
     if opts.launcher == "torchrun":
+        span = elastic_nodes(info, opts)
+        nnodes = f"{span[0]}:{span[1]}" if span else str(len(info.nodes))
         # c10d rendezvous on a store gpufleet hosts on the head for the job's whole lifetime
         # (rendezvous_command), every agent a client (is_host=false): with the static
         # backend the head's agent hosts the store and, exiting first, leaves the others'
@@ -123,14 +177,14 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
             info.python,
             "-m",
             "torch.distributed.run",
-            f"--nnodes={len(info.nodes)}",
+            f"--nnodes={nnodes}",
             f"--nproc-per-node={hostfile.slots(node, opts.nproc_per_node)}",
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={rendezvous_endpoint(info, opts)}",
             f"--rdzv-id={opts.run_id}",
             "--rdzv-conf=is_host=false",
             f"--local-addr={node.private_ip}",
-            "--max-restarts=0",
+            f"--max-restarts={opts.max_restarts}",
             f"{run_dir(opts)}/{WRAPPER}",
             *opts.command,
         ]
@@ -159,7 +213,9 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
             # daemon from the head (no tree spawn), where the hop and its ssh config are
             mpirun += ["--mca", "plm_rsh_agent", _on_node(d, HOP)]
             mpirun += ["--mca", "plm_rsh_no_tree_spawn", "1"]
-        for k in sorted(env):
+        # GPUFLEET_CHECKPOINT_DIR: the head's folder ("$PWD"-based, from the exports): Open
+        # MPI starts every rank in mpirun's own directory, on every node.
+        for k in sorted([*env, "GPUFLEET_CHECKPOINT_DIR"]):
             mpirun += ["-x", k]
         # The wrapper gives each rank the torch contract from Open MPI's variables.
         mpirun += [info.python, f"{d}/{WRAPPER}", *opts.command]
@@ -178,9 +234,15 @@ def node_command(info: ClusterInfo, node_index: int, opts: LaunchOptions) -> str
         runner += [f"--master_port={opts.master_port}", *opts.command]
         # pdsh -R ssh appends PDSH_SSH_ARGS_APPEND to every ssh; DeepSpeed exports the lines
         # of DS_ENV_FILE to every node before its per-node launcher starts.
+        # GPUFLEET_CHECKPOINT_DIR is added to the env file here: its value is the head's
+        # "$PWD"-based folder, and DeepSpeed starts every rank in the head's directory.
+        run_env = _on_node(d, DS_ENV_RUN)
         ds = (
+            f'{{ cat "{_on_node(d, DS_ENV)}"; '
+            f"printf 'GPUFLEET_CHECKPOINT_DIR=%s\\n' \"$GPUFLEET_CHECKPOINT_DIR\"; }} "
+            f'> "{run_env}"; '
             f'PDSH_SSH_ARGS_APPEND="-F {_on_node(d, SSH_CONFIG)}"; '
-            f'DS_ENV_FILE="{_on_node(d, DS_ENV)}"; export PDSH_SSH_ARGS_APPEND DS_ENV_FILE'
+            f'DS_ENV_FILE="{run_env}"; export PDSH_SSH_ARGS_APPEND DS_ENV_FILE'
         )
         if opts.container:  # pdsh -R ssh runs the `ssh` on PATH: the hop, into each container
             hop_dir = _on_node(d, HOP.rsplit("/", 1)[0])
@@ -361,7 +423,15 @@ if _slots and "OMPI_COMM_WORLD_RANK" in _e:
         GPUFLEET_NODE_RANK=str(_k),
     )
 _node = os.environ.get("GPUFLEET_NODE_RANK")
-if _slots and _node is not None and "LOCAL_RANK" in os.environ:
+_ckpt = os.environ.get("GPUFLEET_CHECKPOINT_DIR", "")
+if _ckpt and "://" not in _ckpt:  # there before the job looks, on nodes mpirun reached too
+    try:
+        os.makedirs(_ckpt, exist_ok=True)
+    except OSError:
+        pass
+# Elastic (GPUFLEET_ELASTIC): the nodes present may be fewer than the cluster's, so gpufleet's
+# node order would leave gaps; c10d's own numbering (dense, 0..WORLD_SIZE-1) stands.
+if _slots and _node is not None and "LOCAL_RANK" in os.environ and not _e.get("GPUFLEET_ELASTIC"):
     _k = int(_node)
     _rank = sum(int(s) for s in _slots.split(",")[:_k]) + int(os.environ["LOCAL_RANK"])
     os.environ.update(RANK=str(_rank), GROUP_RANK=str(_k), ROLE_RANK=str(_rank))

@@ -10,6 +10,7 @@ import pytest
 
 from gpufleet.components.catalog import instance_nccl_env
 from gpufleet.components.clusterinfo import ClusterInfo
+from gpufleet.components.errors import SpecError
 from gpufleet.jobs import launch
 from gpufleet.jobs.launch import LaunchOptions
 from tests.gpufleet import fakes as clusters
@@ -371,3 +372,102 @@ def test_first_failure_is_the_earliest():
     }
     assert launch.first_failure(files) == ("node-1", 9, 3)
     assert launch.first_failure({}) is None
+
+
+def test_rank_wrapper_keeps_c10d_ranks_when_elastic_and_makes_the_checkpoint_dir(tmp_path):
+    """Elastic: node-2 of 3 may be the second node present; gpufleet's order would give it
+    ranks past WORLD_SIZE, so c10d's dense numbering stands. The checkpoint folder is made."""
+    wrapper = tmp_path / "rank_wrapper.py"
+    wrapper.write_text(launch.RANK_WRAPPER)
+    script = tmp_path / "job.py"
+    script.write_text("import os; print(os.environ['RANK'], os.environ['GROUP_RANK'])\n")
+    ckpt = tmp_path / "ck" / "r1"
+    env = {"GPUFLEET_SLOTS_PER_NODE": "2,2,2", "GPUFLEET_NODE_RANK": "2", "LOCAL_RANK": "1",
+           "GPUFLEET_ELASTIC": "1:3", "GPUFLEET_CHECKPOINT_DIR": str(ckpt)}  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, str(wrapper), str(script)],
+        env={**os.environ, "RANK": "3", "GROUP_RANK": "1", **env},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert r.stdout.split() == ["3", "1"]
+    assert ckpt.is_dir()
+
+
+def test_torchrun_ranks_get_nccl_timeouts_unless_the_user_set_them():
+    """A lost peer must not hold the survivors in a collective (pytorch#111646)."""
+    env = launch.rank_env(cluster(), 1, OPTS)
+    assert env["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"] == "300"
+    assert env["TORCH_NCCL_ENABLE_MONITORING"] == "1"
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    mine = LaunchOptions(**{**OPTS.__dict__, "env": {"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "900"}})
+    assert launch.rank_env(cluster(), 1, mine)["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"] == "900"
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=900" in launch.node_command(cluster(), 1, mine)
+    for other in ("none", "mpirun"):
+        opts = LaunchOptions(**{**OPTS.__dict__, "launcher": other})
+        assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" not in launch.rank_env(cluster(), 0, opts)
+
+
+def test_elastic_torchrun_uses_min_max_nodes_and_max_restarts():
+    opts = LaunchOptions(**{**OPTS.__dict__, "elastic": "1:2", "max_restarts": 3})
+    for i in range(2):
+        cmd = launch.node_command(cluster(), i, opts)
+        assert "--nnodes=1:2 " in cmd and "--max-restarts=3 " in cmd
+        assert "--rdzv-backend=c10d --rdzv-endpoint=10.0.0.10:29611" in cmd
+        assert "GPUFLEET_ELASTIC=1:2" in cmd
+    plain = launch.node_command(cluster(), 0, OPTS)
+    assert "--nnodes=2 " in plain and "--max-restarts=0 " in plain
+    assert "GPUFLEET_ELASTIC" not in plain
+
+
+@pytest.mark.parametrize(
+    ("elastic", "launcher", "restarts", "field"),
+    [
+        ("0:2", "torchrun", 0, "elastic"),
+        ("2:1", "torchrun", 0, "elastic"),
+        ("1:3", "torchrun", 0, "elastic"),  # the cluster has 2 nodes
+        ("2", "torchrun", 0, "elastic"),
+        ("a:b", "torchrun", 0, "elastic"),
+        ("1:2", "mpirun", 0, "elastic"),
+        (None, "torchrun", -1, "max_restarts"),
+    ],
+)
+def test_bad_elastic_options_name_the_field(elastic, launcher, restarts, field):
+    opts = LaunchOptions(
+        **{**OPTS.__dict__, "elastic": elastic, "launcher": launcher, "max_restarts": restarts}
+    )
+    with pytest.raises(SpecError) as e:
+        launch.node_command(cluster(), 0, opts)
+    assert e.value.field == field and e.value.fix
+
+
+def test_mpirun_carries_the_recovery_contract_to_every_rank():
+    """mpirun starts the other nodes' ranks through its daemons: only -x names reach them."""
+    opts = LaunchOptions(
+        **{**OPTS.__dict__, "launcher": "mpirun", "restart_count": 2,
+           "recovery_reason": "node-1 lost"}
+    )  # fmt: skip
+    cmd = launch.node_command(cluster(), 0, opts)
+    for name in ("GPUFLEET_CHECKPOINT_DIR", "GPUFLEET_RESTART_COUNT", "GPUFLEET_RECOVERY_REASON"):
+        assert f" -x {name} " in cmd
+    assert "GPUFLEET_RESTART_COUNT=2;" in cmd and "GPUFLEET_RECOVERY_REASON='node-1 lost';" in cmd
+
+
+def test_deepspeed_env_file_carries_the_recovery_contract(tmp_path):
+    """The head's shell (real bash) writes the env file DeepSpeed exports to every node: the
+    checkpoint folder resolved from the head's $PWD, the restart count and the reason."""
+    opts = LaunchOptions(
+        **{**OPTS.__dict__, "launcher": "deepspeed", "restart_count": 1,
+           "recovery_reason": "node-1 preempted"}
+    )  # fmt: skip
+    for path, text in launch.run_files(cluster(), opts).items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    head = launch.node_command(cluster(), 0, opts)
+    assert head is not None
+    subprocess.run(["bash", "-c", head.split("; exec ")[0]], cwd=tmp_path, check=True)
+    lines = (tmp_path / ".gpufleet/runs/r1/deepspeed_env.run").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in lines)
+    assert env["GPUFLEET_CHECKPOINT_DIR"] == f"{tmp_path}/.gpufleet/checkpoints/r1"
+    assert env["GPUFLEET_RESTART_COUNT"] == "1"
+    assert env["GPUFLEET_RECOVERY_REASON"] == "node-1 preempted"
+    assert (tmp_path / ".gpufleet/checkpoints/r1").is_dir()
