@@ -165,7 +165,7 @@ def preempt_watch(ctx: BootstrapContext) -> dict[str, str]:
     on = ctx.cloud in preempt.CLOUDS and ctx.extra.get("GPUFLEET_BAKE") != "1"
     return {
         "preempt_exec": preempt.unit_exec(ctx.cloud) if on else "",
-        "preempt_script": preempt.node_script().rstrip("\n") if on else "",
+        "preempt_script": preempt.node_script(ctx.cloud).rstrip("\n") if on else "",
         "preempt_script_path": preempt.SCRIPT_PATH,
     }
 

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,15 @@ DATA = Path(__file__).with_name("catalog.yaml")
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "azure")
 
 _DATE_RE = re.compile(r"^\d{4}(-\d{2}){0,2}$")
+_DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# How a region's spot figure is made from the source's prices. zone-*: of the per-zone prices
+# (spot_price_zones); "host+gpus zone-median": each zone's price is the VM's host spot plus its
+# GPUs' spot (GCP prices an A2/G2 VM's host and its GPUs as separate SKUs), then the median;
+# "region": the source has one price for the region and no zones (Azure), spot_price_zones empty.
+SPOT_BASES = ("zone-max", "zone-median", "zone-min", "host+gpus zone-median", "region")
+# A spot price older than this is shown as old: AWS and GCP move spot prices daily to monthly,
+# and a quarter is long enough that a figure from it is more a guess than an estimate.
+SPOT_STALE_DAYS = 90
 _REQUIRED = (
     "gpus",
     "gpu_model",
@@ -56,6 +66,8 @@ class InstanceType:
     spot_price_per_hour: float | None = None
     spot_price_date: str | None = None
     spot_price_source: str | None = None
+    spot_price_basis: str | None = None  # one of SPOT_BASES: how the zones make the figure
+    spot_price_zones: dict[str, float] = field(default_factory=dict)  # the source's, per zone
     allreduce_busbw_gbps: float | None = None
     machine_type: str | None = None  # the VM's machine type when it differs from `name` (GCP N1)
     accelerator: str | None = None  # GPU attached to that machine type (GCP N1)
@@ -97,6 +109,33 @@ class _Entry:
             raise self.fail(key, f"must be {rel} {minimum}, got {v!r}")
         return v
 
+    def spot(self) -> None:
+        """The spot figure is what its basis makes of its zones, dated to the day."""
+        e = self.raw
+        if not _DAY_RE.match(str(e["spot_price_date"])):
+            raise self.fail(
+                "spot_price_date", f"{e['spot_price_date']!r} is not YYYY-MM-DD (its age is shown)"
+            )
+        basis = e["spot_price_basis"]
+        if basis not in SPOT_BASES:
+            raise self.fail("spot_price_basis", f"{basis!r} is not one of {', '.join(SPOT_BASES)}")
+        zones = e.get("spot_price_zones")
+        if basis == "region":
+            if zones:
+                raise self.fail("spot_price_zones", "must be empty for basis region (no zones)")
+            return
+        if not isinstance(zones, dict) or not zones:
+            raise self.fail("spot_price_zones", f"must map each zone to its price for {basis}")
+        for zone, price in zones.items():
+            if isinstance(price, bool) or not isinstance(price, int | float) or price <= 0:
+                raise self.fail("spot_price_zones", f"{zone}: {price!r} is not a price > 0")
+        want = spot_figure(basis, list(zones.values()))
+        if abs(want - e["spot_price_per_hour"]) > 1e-9:
+            raise self.fail(
+                "spot_price_per_hour",
+                f"is {e['spot_price_per_hour']}, but the {basis} of spot_price_zones is {want}",
+            )
+
     def check(self) -> InstanceType:
         e = self.raw
         unknown = sorted(set(e) - _FIELDS)
@@ -131,9 +170,12 @@ class _Entry:
             raise self.fail("price_date", f"{e['price_date']!r} is not YYYY, YYYY-MM or YYYY-MM-DD")
         if e.get("spot_price_per_hour") is not None:
             self.number("spot_price_per_hour", float)
-            for key in ("spot_price_date", "spot_price_source"):
+            for key in ("spot_price_date", "spot_price_source", "spot_price_basis"):
                 if not e.get(key):
                     raise self.fail(key, "is required with spot_price_per_hour (spot moves daily)")
+            self.spot()
+        elif any(e.get(k) for k in ("spot_price_date", "spot_price_basis", "spot_price_zones")):
+            raise self.fail("spot_price_per_hour", "is required with the other spot_price_ fields")
         if e.get("allreduce_busbw_gbps") is not None:
             self.number("allreduce_busbw_gbps", float)
         if bool(e.get("machine_type")) != bool(e.get("accelerator")):
@@ -146,7 +188,29 @@ class _Entry:
         values = dict(e, price_date=str(e["price_date"]), notes=list(notes))
         if e.get("spot_price_date") is not None:
             values["spot_price_date"] = str(e["spot_price_date"])
+        if e.get("spot_price_zones"):
+            values["spot_price_zones"] = {
+                str(z): float(p) for z, p in e["spot_price_zones"].items()
+            }
         return InstanceType(cloud=self.cloud, name=self.name, **values)
+
+
+def spot_figure(basis: str, prices: list[float]) -> float:
+    """The region's spot $/h from its zones' prices: their highest, median or lowest (a
+    host+gpus zone price is already the sum, so its figure is the median too)."""
+    if basis == "zone-max":
+        return max(prices)
+    if basis == "zone-min":
+        return min(prices)
+    ordered, mid = sorted(prices), len(prices) // 2
+    return ordered[mid] if len(ordered) % 2 else round((ordered[mid - 1] + ordered[mid]) / 2, 6)
+
+
+def spot_age_days(it: InstanceType, today: date | None = None) -> int | None:
+    """How many days old the entry's spot price is (None: no spot price)."""
+    if not it.spot_price_date:
+        return None
+    return ((today or date.today()) - date.fromisoformat(it.spot_price_date)).days
 
 
 def parse(raw: Any) -> tuple[InstanceType, ...]:

@@ -70,10 +70,14 @@ def parse(text: str) -> dict | None:
     return None
 
 
-def node_script() -> str:
-    """SCRIPT as cloud-init writes it on a node: no comments, indentation or blank lines (EC2
-    takes 16 KB of user data); tests run this copy too."""
-    text = re.sub(r"^[ \t]*#(?!!).*\n", "", SCRIPT, flags=re.M)
+_BLOCK = re.compile(r"^#@(\w+)\b.*?\n(.*?)^#@end\n", re.M | re.S)
+
+
+def node_script(cloud: str) -> str:
+    """SCRIPT as cloud-init writes it on a `cloud` node: only that cloud's block, without
+    comments, indentation or blank lines (EC2 takes 16 KB of user data); tests run this copy."""
+    text = _BLOCK.sub(lambda m: m.group(2) if m.group(1) == cloud else "", SCRIPT)
+    text = re.sub(r"^[ \t]*#(?!!).*\n", "", text, flags=re.M)
     return re.sub(r"^[ \t]+|^\n|[ \t]+# [^'\"`\n]*$", "", text, flags=re.M)
 
 

@@ -99,6 +99,7 @@ on_notice() {  # KIND DETAIL NOT_BEFORE(epoch|null)
   while :; do sleep 3600; done
 }
 
+#@aws (a node's copy keeps only its own cloud's block: components/preempt.node_script)
 aws_token='' aws_token_at=0
 aws_get() {  # PATH -> body on stdout; return 0 on 200, 1 on 404, 2 otherwise
   local now code body
@@ -136,6 +137,8 @@ watch_aws() {
   done
 }
 
+#@end
+#@gcp
 watch_gcp() {
   local hdr body etag='' q
   hdr=$(mktemp) || exit 1
@@ -157,6 +160,8 @@ watch_gcp() {
   done
 }
 
+#@end
+#@azure
 watch_azure() {
   local api='api-version=2020-07-01' name='' doc ev
   while :; do
@@ -181,5 +186,6 @@ watch_azure() {
   done
 }
 
+#@end
 log "watching $cloud at $url every ${every}s; notice file $notice"
 "watch_$cloud"

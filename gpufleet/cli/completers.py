@@ -35,6 +35,12 @@ RUNTIMES = {
     "docker": "docker only",
     "podman": "podman only",
 }
+RECOVER_MODES = {
+    "replace": "only the lost nodes get new machines (same name and index)",
+    "relaunch": "every node gets a new machine",
+    "restart": "the job again on the same nodes",
+    "none": "no recovery: a lost node ends the run",
+}
 
 
 def _quiet(fn: Callable[..., Items]) -> Callable[..., Items]:

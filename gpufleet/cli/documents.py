@@ -122,10 +122,12 @@ def run(
 ) -> dict[str, Any]:
     """`run --json` (run.schema.json): the run's record as `runs --json` lists it, and what
     only `run` knows: whether it created the cluster, the instance type, and the container
-    image its ranks ran in (None: none) with each node's digest of it (the record's, if any)."""
+    image its ranks ran in (None: none) with each node's digest of it (the record's, if any),
+    and the run's recoveries (the timeline; [] without one)."""
     fields = record.as_dict()
     fields["image"] = fields.get("image") or image
     fields["digests"] = dict(fields.get("digests") or {})
+    fields["recoveries"] = list(fields.get("recoveries") or [])
     return envelope("run", **fields, created=created, instance_type=instance_type)
 
 

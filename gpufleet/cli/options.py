@@ -80,6 +80,54 @@ Mounts = Annotated[
         help="also mount this node path in the container (repeat)",
     ),
 ]
+Recover = Annotated[
+    int | None,
+    typer.Option(
+        "--recover",
+        metavar="N",
+        help="when a node is lost or preempted, recover and start the job again, at most N "
+        "times; the job resumes from $GPUFLEET_CHECKPOINT_DIR (docs/recovery.md)",
+    ),
+]
+RecoverMode = Annotated[
+    str | None,
+    typer.Option(
+        "--recover-mode",
+        help="replace (only the lost nodes, the default) | relaunch (every node) | restart "
+        "(the same nodes) | none",
+        autocompletion=completers.choices(completers.RECOVER_MODES),
+    ),
+]
+RecoverOnExit = Annotated[
+    list[int],
+    typer.Option(
+        "--recover-on-exit",
+        metavar="CODE",
+        help="a rank exiting with this code also starts a recovery (repeat; with --recover)",
+    ),
+]
+CheckpointDir = Annotated[
+    str | None,
+    typer.Option(
+        "--checkpoint-dir",
+        metavar="PATH|URL",
+        help="$GPUFLEET_CHECKPOINT_DIR: a path on the nodes or a bucket URL the job writes "
+        "itself (default: .gpufleet/checkpoints/RUN in the workdir, the head's copied to "
+        "every node before a restart)",
+    ),
+]
+Elastic = Annotated[
+    str | None,
+    typer.Option(
+        "--elastic",
+        metavar="MIN:MAX",
+        help="torchrun's elastic mode: --nnodes MIN:MAX, for jobs written for it",
+    ),
+]
+MaxRestarts = Annotated[
+    int | None,
+    typer.Option("--max-restarts", metavar="N", help="torchrun's own restarts of the workers"),
+]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="create cloud nodes without asking (CI)")]
 NoPolicy = Annotated[
     bool,

@@ -147,6 +147,8 @@ def _cost(doc: dict) -> str:
     )
     if doc["spot"] and basis == "on demand":
         text += "; no spot price in the catalog: an upper bound for spot"
+    elif basis == "at spot":
+        text += f"; {doc['price_note']}"
     return text
 
 

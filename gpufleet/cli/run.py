@@ -94,6 +94,12 @@ def run(
     runtime: opt.Runtime = None,
     mount: opt.Mounts = [],  # noqa: B006
     registry_id: opt.RegistryId = None,
+    recover: opt.Recover = None,
+    recover_mode: opt.RecoverMode = None,
+    recover_on_exit: opt.RecoverOnExit = [],  # noqa: B006
+    checkpoint_dir: opt.CheckpointDir = None,
+    elastic: opt.Elastic = None,
+    max_restarts: opt.MaxRestarts = None,
     keep: Annotated[bool, typer.Option(help="keep the created cluster afterwards")] = False,
     health_gate: Annotated[bool, typer.Option(help="refuse to start on unhealthy nodes")] = False,
     fail_fast: Annotated[
@@ -131,10 +137,16 @@ def run(
 
     Exits 1 when the job fails (the first failing rank's own code is in the message and in
     --json's job_exit_code; the other nodes are stopped unless --no-fail-fast), 5 when a
-    node is lost, 6 when a node reached its expiry, 130 on Ctrl-C, 143 on SIGTERM, 129 on
-    SIGHUP (a closed terminal); `gpufleet --help` lists every code.
+    node is lost (with --recover N: once N recoveries are spent), 6 when a node reached its
+    expiry, 130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (a closed terminal); `gpufleet
+    --help` lists every code.
+
+    --recover N: a lost or preempted node (or a rank's --recover-on-exit code) is recovered
+    by --recover-mode and the job started again on every node, which resumes from
+    $GPUFLEET_CHECKPOINT_DIR; docs/recovery.md.
     """
     from gpufleet.cli import container as ctr
+    from gpufleet.cli import recovery as rcv
     from gpufleet.cli.cluster import spec_from_flags
     from gpufleet.jobs.containerhost import check_where
     from gpufleet.jobs.launch import LAUNCHERS, LaunchOptions
@@ -157,15 +169,24 @@ def run(
     validate.nproc(nproc_per_node)
     validate.job(launcher, list(command), workdir, setup)
     container = ctr.spec(image, runtime, mount, registry_id=registry_id)
+    ckpt = rcv.checkpoint_dir(checkpoint_dir)
+    existing_nodes = None
     if cluster is not None:
         validate.not_with_cluster(
             cluster, given(ctx, validate.CREATE_FLAGS + ("ssh_cidr", "no_policy"))
         )
-        cloud = state.load(cluster).cloud  # ClusterNotFound before anything runs
+        existing = state.load(cluster)  # ClusterNotFound before anything runs
+        cloud, existing_nodes = existing.cloud, len(existing.nodes)
     check_where(cloud, container)  # e.g. the sandbox without a working runtime
+    recovery = rcv.spec(recover, recover_mode, recover_on_exit, ckpt, cloud)
+    if ckpt is None and recovery is None and cluster is not None:
+        ckpt = _recorded_checkpoint_dir(cluster)  # the kept cluster's `recovery:` names one
     byo, byo_options = from_flags(cloud, hosts, inventory, ssh_user, ssh_key, accept_host_keys)
     byo_options.update(opt.policy_option(cloud, no_policy))
     count = validate.node_count(nodes, byo.pop("nodes", None))
+    elastic_nodes, restarts = rcv.elastic(
+        elastic, max_restarts, launcher, count if existing_nodes is None else existing_nodes
+    )
     spec = None
     if cluster is None:
         spec = spec_from_flags(
@@ -181,6 +202,7 @@ def run(
             ttl_minutes=parse_ttl(ttl),
             ssh_cidrs=ssh_cidr,
             container=container,  # known at create time: the nodes pull it at boot
+            recovery=recovery,  # recorded: later runs on a kept cluster default to it
         )
     opts = LaunchOptions(
         launcher=launcher,
@@ -189,6 +211,9 @@ def run(
         master_port=master_port or 29500 + secrets.randbelow(1000),
         run_id=secrets.token_hex(4),
         env=parse_pairs(env, "env"),
+        checkpoint_dir=ckpt,
+        elastic=elastic_nodes,
+        max_restarts=restarts,
     )
     timeout_s = _timeout(timeout) if timeout else None
     if spec is not None:
@@ -205,11 +230,16 @@ def run(
                 "launcher": launcher,
                 "job": " ".join(command),
                 **ctr.shown(container, cloud, creating=True),
+                **rcv.shown(recovery, elastic_nodes),
             },
         )
     elif dry_run:
         typer.echo(f"would run `{' '.join(command)}` ({launcher}) on cluster {cluster}")
-        for k, v in ctr.shown(container, cloud, creating=False).items():
+        shown = {
+            **ctr.shown(container, cloud, creating=False),
+            **rcv.shown(recovery, elastic_nodes),
+        }
+        for k, v in shown.items():
             typer.echo(f"  {k:<10} {v}")
         typer.echo("dry run: nothing was started")
         raise typer.Exit(0)
@@ -233,6 +263,7 @@ def run(
         max_cost=max_cost,
         timeout_s=timeout_s,
         container=container,  # None: the cluster's recorded container, if any
+        recovery=recovery,  # None: the cluster's recorded spec.recovery, if any
     )
     on_end = None
     if as_json:
@@ -258,6 +289,14 @@ def _recorded_image(cluster: str | None) -> str | None:
 
     spec = state.load_spec(cluster)
     return spec.container.image if spec is not None and spec.container else None
+
+
+def _recorded_checkpoint_dir(cluster: str) -> str | None:
+    """The checkpoint folder of a reused cluster's recorded recovery (its spec's), if any."""
+    from gpufleet.core import state
+
+    spec = state.load_spec(cluster)
+    return spec.recovery.checkpoint_dir if spec is not None and spec.recovery else None
 
 
 def _timeout(text: str) -> float:

@@ -36,6 +36,9 @@ class Estimate:
     ttl_minutes: int
     price_per_node_hour: float | None  # billed rate (spot if known), in `region`; None: unknown
     price_note: str
+    price_date: str | None = None  # the date of the price it uses (the spot one when spot)
+    spot_price_basis: str | None = None  # how the spot figure was made from the zones' prices
+    price_old: bool = False  # the spot price is older than catalog.SPOT_STALE_DAYS
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -57,6 +60,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
     """The spec's price, in the spec's own region only: another region's is not shown as it."""
     price: float | None = 0.0
     note = "free: runs on this machine"  # local sshds, or QEMU VMs
+    dated: dict = {}
     provider = traits(spec.cloud)
     if provider.bills:
         from gpufleet.components.catalog import lookup
@@ -77,6 +81,11 @@ def estimate(spec: ClusterSpec) -> Estimate:
             # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
             billed = price_estimate(it, spec.nodes, spec.spot)
             price = billed["price_per_node_hour"]
+            dated = {
+                "price_date": billed["price_date"],
+                "spot_price_basis": billed["spot_price_basis"],
+                "price_old": billed["price_old"],
+            }
             if billed["price_basis"] == "spot":
                 note = f"spot, {it.price_region}, {billed['price_note']}"
             else:
@@ -95,6 +104,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
         ttl_minutes=spec.ttl_minutes,
         price_per_node_hour=price,
         price_note=note,
+        **dated,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,14 +57,46 @@ def _summary(inputs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
+_BASIS_WORDS = {
+    "zone-max": "the highest",
+    "zone-median": "the median",
+    "zone-min": "the lowest",
+    "host+gpus zone-median": "the median (host + GPUs' spot in each zone)",
+    "region": "the one price",
+}
+
+
+def spot_basis(it: Any) -> str:
+    """How the entry's spot figure was made, in words: `zone-max: the highest of 5 zones in
+    us-east-1 (2.08-2.78)`; the spread shows how much the zones differ."""
+    zones = it.spot_price_zones or {}
+    words = _BASIS_WORDS.get(it.spot_price_basis or "", it.spot_price_basis or "as given")
+    where = f"{len(zones)} zones in {it.price_region}" if zones else str(it.price_region)
+    low, high = min(zones.values(), default=0), max(zones.values(), default=0)
+    spread = f" ({low:.2f}-{high:.2f})" if low != high else ""
+    return f"{it.spot_price_basis}: {words} of {where}{spread}"
+
+
+def price_estimate(it: Any, nodes: int, spot: bool, today: date | None = None) -> dict[str, Any]:
     """$/hour of the fleet at the rate it will be billed: spot where the catalog has a spot
-    price; otherwise on-demand, said so (for spot, an upper bound rather than an estimate)."""
+    price (with its date, basis and age: older than catalog.SPOT_STALE_DAYS is said to be
+    old); otherwise on-demand, said so (for spot, an upper bound rather than an estimate)."""
+    from gpufleet.components.catalog import SPOT_STALE_DAYS, spot_age_days
+
+    age, old, basis_text = None, False, None
     if spot and it.spot_price_per_hour:
-        basis, per_node, date = "spot", it.spot_price_per_hour, it.spot_price_date
-        note = f"spot price of {date} ({it.spot_price_source}); it changes daily"
+        basis, per_node, date_ = "spot", it.spot_price_per_hour, it.spot_price_date
+        age = spot_age_days(it, today)
+        old = age is not None and age > SPOT_STALE_DAYS
+        basis_text = spot_basis(it)
+        note = (
+            f"spot price of {date_}, {age} days old, {basis_text} ({it.spot_price_source}); "
+            "it changes daily"
+        )
+        if old:
+            note = f"OLD spot price, over {SPOT_STALE_DAYS} days: {note}"
     else:
-        basis, per_node, date = "on-demand", it.price_per_hour, it.price_date
+        basis, per_node, date_ = "on-demand", it.price_per_hour, it.price_date
         note = (
             "no spot price in the catalog: on-demand shown, an upper bound for spot"
             if spot
@@ -74,7 +107,10 @@ def price_estimate(it: Any, nodes: int, spot: bool) -> dict[str, Any]:
         "price_basis": basis,
         "price_note": note,
         "price_region": it.price_region,
-        "price_date": date,
+        "price_date": date_,
+        "spot_price_basis": basis_text,
+        "price_age_days": age,
+        "price_old": old,
         "on_demand_per_node_hour": it.price_per_hour,
         "estimated_usd_per_hour": round(nodes * per_node, 3) if per_node else None,
     }

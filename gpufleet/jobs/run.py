@@ -239,6 +239,7 @@ def run_job(
     $GPUFLEET_HOME/runs/<id>/. 0, or the error that ended it; on_end gets the ended record."""
     existing = state.load(req.cluster or "") if req.spec is None else None
     check_containers(req, existing)
+    check_recovery(req, existing)
     est = _budget(req, existing)
     if existing is None:
         assert req.spec is not None
@@ -381,6 +382,23 @@ def check_containers(req: JobRequest, existing: ClusterInfo | None) -> None:
     containerhost.check_where(cloud, spec)
 
 
+def check_recovery(req: JobRequest, existing: ClusterInfo | None) -> None:
+    """Before anything is created: a recovery that would need a new machine where the
+    provider makes none (ssh) is refused now, not when a node is lost."""
+    if existing is None:
+        assert req.spec is not None
+        name, cloud, recorded = req.spec.name, req.spec.cloud, req.spec.recovery
+    else:
+        spec = state.load_spec(existing.name)
+        name, cloud = existing.name, existing.cloud
+        recorded = spec.recovery if spec is not None else None
+    rs = recover.spec_for(req.recovery, recorded)
+    if rs.max and recover.needs_provider(rs.mode) and not traits(cloud).replaces:
+        from gpufleet.core.errors import CannotReplace
+
+        raise CannotReplace(name, cloud, ["a lost node"])
+
+
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
     """The run's image: the request's, else the cluster's recorded spec.container."""
     if req.container is not None:
@@ -473,6 +491,12 @@ class _Attempts:
             progress=progress,
         )
         opts, wrap = req.launch, None
+        if (
+            opts.checkpoint_dir is None
+        ):  # the Python API's RecoverySpec names it, as --checkpoint-dir
+            named = recovery_spec(req, info).checkpoint_dir
+            if named:
+                opts = dataclasses.replace(opts, checkpoint_dir=named)
         if rec is not None:
             opts = dataclasses.replace(opts, restart_count=restart, recovery_reason=rec.reason)
             _copy_checkpoints(info, group, opts, progress)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +170,17 @@ def _stack(
     )
 
 
+def _existing_stack(name: str, backend: str | None, program: Any = None) -> Any:
+    """Stack `name` of the gpufleet project, never made here (replace, status): a missing one
+    raises the Automation API's StackNotFoundError."""
+    from pulumi import automation as auto
+
+    opts = auto.LocalWorkspaceOptions(**_workspace_options(backend))
+    return auto.select_stack(
+        stack_name=name, project_name=PROJECT, program=program or (lambda: None), opts=opts
+    )
+
+
 def set_provider_config(stack: Any, spec: ClusterSpec) -> None:
     """The provider's region and project on the stack; a gcp:project the stack already has
     (`pulumi config set gcp:project`) wins over the environment."""
@@ -205,10 +218,15 @@ class PulumiProvisioner:
         backend: str | None = None,
         secrets_provider: str | None = None,
         policy: bool = True,
+        capacity_waits_s: tuple[float, ...] = (30.0, 60.0),
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.backend = backend
         self.secrets_provider = secrets_provider  # --secrets-provider (else the env's)
         self.policy = policy  # False: --no-policy
+        # replace(): the waits before each retry of a replacement refused for capacity
+        self.capacity_waits_s = capacity_waits_s
+        self.sleep = sleep
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
         # Everything that can fail without touching a cloud fails first, so nothing is made.
@@ -349,7 +367,10 @@ class PulumiProvisioner:
                 ) from e
             raise
         outputs = {k: v.value for k, v in result.outputs.items()}
-        return self._info(spec.name, outputs)
+        info = self._info(spec.name, outputs)
+        # what the program was given beyond the saved spec: replace() gives it the same
+        info.provider.update(zone=spec.zone, ssh_cidrs=list(spec.ssh_cidrs))
+        return info
 
     def _info(self, name: str, outputs: dict[str, Any]) -> ClusterInfo:
         d = state.cluster_dir(name)
@@ -438,14 +459,293 @@ class PulumiProvisioner:
             ) from e
 
     def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
-        """Not yet: issue 22 (jobs/recover.py) gives it a body."""
-        from gpufleet.core.errors import CannotReplace
+        """`pulumi refresh --target`, then `pulumi up --replace URN... --target URN...` of only
+        `nodes`' own resources (components/nodeurns.py): each instance (deleted first:
+        delete_before_replace; created where the cloud already deleted it) with its launch
+        template, host key, schedules and role assignments (its own ENI / NIC and the public
+        IP on it are kept: same addresses), retried on a capacity error, in
+        the same network, placement group / compact policy / availability set and zone; the
+        survivors and everything shared keep their state. The record keeps the survivors'
+        pinned host keys and takes the new nodes' addresses and keys from the stack outputs."""
+        from gpufleet.components.nodeurns import node_urns, replaced_urns
 
-        raise CannotReplace(info.name, info.cloud, nodes)
+        refuse_unknown_nodes(info, nodes)
+        if info.provider.get("adopted"):
+            raise GpufleetError(
+                f"cluster {info.name!r} is another stack's (gpufleet attach): gpufleet replaces "
+                "none of its nodes",
+                hint="its owner replaces the node with `pulumi up --target-replace URN`, or use "
+                "--recover-mode restart",
+                exit_code=ExitCode.USAGE,
+            )
+        spec = replace_spec(info)
+        find_pulumi()
+        _import_sdk(spec.cloud)
+        pack = prepare_policy_pack(progress) if self.policy else None
+        built: list[Any] = []
+        refused: list[SpecError] = []
+
+        def program() -> None:
+            import pulumi
+
+            from gpufleet.components.stackconfig import build, exports
+
+            try:
+                fleet = build(spec)
+            except SpecError as e:  # raised as itself, not as the engine's wrapped text
+                refused.append(e)
+                raise
+            built.append(fleet)
+            for key, value in exports(fleet).items():
+                pulumi.export(key, value)
+
+        backend = info.provider.get("backend") or self.backend
+        try:
+            stack = _existing_stack(info.provider.get("stack") or info.name, backend, program)
+        except Exception as e:
+            raise GpufleetError(
+                f"the stack of {info.name!r} cannot be read from {backend_url(backend)}: "
+                f"{str(e).strip()[-600:]}",
+                hint="check --backend / $PULUMI_BACKEND_URL and the passphrase or secrets "
+                "provider it was made with",
+            ) from e
+        resources = (stack.export_stack().deployment or {}).get("resources") or []
+        urns: list[str] = []
+        for name in nodes:
+            own = node_urns(resources, info.name, info.nodes.index(info.node(name)))
+            if not own:
+                raise GpufleetError(
+                    f"stack {stack.name} holds no resources of {info.name}/{name}",
+                    hint="`gpufleet down` the cluster and create it again (its stack is not "
+                    "the one gpufleet made)",
+                )
+            urns += own
+        urns = sorted(set(urns))
+        # The config `up` and `extend` set lives in the workspace of the run that set it: set
+        # again, as the program read it then (its host keys: the stack holds a bootstrap key
+        # per node only where it made them), so it declares the same resources.
+        from gpufleet.components.expiry import EXTENDED_KEY
+        from gpufleet.components.nodeurns import urn_name
+
+        set_provider_config(stack, spec)
+        keys = any(urn_name(str(r.get("urn", ""))).endswith("-host-key") for r in resources)
+        if not keys:  # the new nodes' keys are read from the cloud: refused now if they can't be
+            hostkeypin.require_channel(spec.cloud)
+        stack.set_config("gpufleet:bootstrapHostKeys", _config_value("true" if keys else "false"))
+        created = info.provider.get("created_expires_at")
+        if info.expires_at and created and info.expires_at > float(created):
+            stack.set_config(f"{PROJECT}:{EXTENDED_KEY}", _config_value(str(int(info.expires_at))))
+        packs = policy_pack_args(spec, pack)
+        progress(
+            f"pulumi up: replacing {', '.join(nodes)} of stack {stack.name} "
+            f"({len(urns)} resources; the other nodes and shared resources untouched)"
+        )
+        again = replaced_urns(urns)
+        tries = len(self.capacity_waits_s) + 1
+        try:
+            for attempt in range(tries):
+                try:
+                    result = self._refresh_and_up(stack, urns, again, progress, packs)
+                    break
+                except Exception as e:
+                    code = capacity_code(str(e))
+                    if not code or refused or attempt + 1 == tries:
+                        raise
+                    wait = self.capacity_waits_s[attempt]
+                    progress(
+                        f"no capacity to replace {', '.join(nodes)} ({code}); trying again "
+                        f"in {wait:g} s ({attempt + 2} of {tries})"
+                    )
+                    self.sleep(wait)
+        except Exception as e:
+            expired = next((f._refusal for f in built if getattr(f, "_refusal", None)), None)
+            if expired is not None:  # past its expiry: the program refuses to make nodes
+                raise expired from e
+            if refused:
+                raise refused[0] from e
+            code = capacity_code(str(e))
+            if code:
+                raise CapacityError(
+                    spec, [spec.zone] if spec.zone else [], code, nodes, tries=tries
+                ) from e
+            from gpufleet.components.registry import explain_failure
+
+            known = explain_failure(spec.cloud, str(e))
+            why, fix = known or (str(e).strip()[-2000:], "fix the cause above and run it again")
+            raise GpufleetError(
+                f"replacing {', '.join(nodes)} of {info.name} failed: {why}",
+                hint=f"{fix}; the other nodes were not touched (`gpufleet down {info.name}` "
+                "removes everything)",
+            ) from e
+        finally:
+            for path in packs.get("policy_pack_configs", []):
+                Path(path).unlink(missing_ok=True)
+        outputs = {k: v.value for k, v in result.outputs.items()}
+        new = merged_record(info, outputs, nodes)
+        state.save(new)
+        hostkeypin.pin_published(
+            new, new.provider.get("host_keys_at") or {}, progress, traits(info.cloud).ssh_wait_s
+        )
+        from gpufleet.remote import knownhosts, sshconfig
+
+        knownhosts.write(new.known_hosts_path, knownhosts.render(new.nodes))
+        state.save(new)
+        sshconfig.write(new)
+        wait_for_ssh(new, nodes, progress)
+        return state.load(new.name)  # first contact may have rotated bootstrap keys
+
+    @staticmethod
+    def _refresh_and_up(
+        stack: Any, urns: list[str], again: list[str], progress: Progress, packs: dict[str, Any]
+    ) -> Any:
+        """`pulumi refresh --target` of the nodes' resources, then `pulumi up --target` of
+        them all with `--replace` of those of `again` still in the state. Not `up --refresh`:
+        the engine refreshes first, drops what the provider no longer finds (an instance the
+        cloud deleted: GCE Spot DELETE, Azure eviction Delete, EC2 one-time spot terminate),
+        then refuses a --replace of a URN no longer in the state ("one or more targets could
+        not be found in the stack", pkg/resource/deploy/deployment_executor.go checkTargets).
+        A targeted URN not in the state is created."""
+        stack.refresh(target=urns, on_output=_progress_lines(progress), color="never")
+        after = (stack.export_stack().deployment or {}).get("resources") or []
+        present = {str(r.get("urn")) for r in after if r.get("urn") and not r.get("delete")}
+        return stack.up(
+            on_output=_progress_lines(progress),
+            color="never",
+            replace=[u for u in again if u in present],
+            target=urns,
+            **packs,
+        )
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
-        # The stack's record, not a cloud API call: `down` works from it either way.
-        return {n.name: "in stack" for n in info.nodes}
+        """Each node's instance as its cloud provider reads it now (`pulumi refresh
+        --preview-only --target` of the instances: the provider plugins' view, no cloud SDK
+        here; the state is not written): "gone" where the provider finds none (EC2
+        terminated, a GCE VM deleted at preemption, an evicted Azure VM), else the
+        instance's own state word where the provider reads one (EC2 instanceState, GCE
+        currentStatus, lowercased), else "in stack". Where the stack cannot be read
+        (no CLI, no credentials): "in stack" for every node, never "gone"."""
+        from gpufleet.components.nodeurns import urn_name
+
+        words = {n.name: "in stack" for n in info.nodes}
+        if info.provider.get("adopted"):  # another's stack: gpufleet reads it, asks nothing
+            return words
+        try:
+            find_pulumi()
+            _import_sdk()
+            backend = info.provider.get("backend") or self.backend
+            stack = _existing_stack(info.provider.get("stack") or info.name, backend)
+            resources = (stack.export_stack().deployment or {}).get("resources") or []
+            instance = {
+                str(r["urn"]): n.name
+                for i, n in enumerate(info.nodes)
+                for r in resources
+                if urn_name(str(r.get("urn", ""))) == f"{info.name}-node-{i}"
+                and r.get("custom", True)
+                and not r.get("delete")
+            }
+            if not instance:
+                return words
+            events: list[Any] = []
+            stack.preview_refresh(target=sorted(instance), on_event=events.append, color="never")
+        except Exception:  # noqa: BLE001 -- no view is not a loss
+            return words
+        for urn, word in refreshed_states(events).items():
+            if urn in instance:
+                words[instance[urn]] = word
+        return words
+
+
+# The instance's own state word in its provider's outputs (EC2 instanceState, GCE currentStatus).
+_STATE_OUTPUTS = ("instanceState", "currentStatus")
+
+
+def refreshed_states(events: list[Any]) -> dict[str, str]:
+    """URN -> "gone" or the instance's state word, from a refresh preview's engine events:
+    a refresh step whose new state is empty (or a delete) is an instance the provider no
+    longer finds."""
+    words: dict[str, str] = {}
+    for ev in events:
+        step = getattr(ev, "res_outputs_event", None) or getattr(ev, "resource_pre_event", None)
+        meta = getattr(step, "metadata", None)
+        if meta is None:
+            continue
+        op = str(getattr(meta.op, "value", meta.op))
+        new = getattr(meta, "new", None)
+        if op in ("delete", "discard") or (op == "refresh" and new is None):
+            words[meta.urn] = "gone"
+            continue
+        outputs = getattr(new, "outputs", None) or {}
+        state_word = next((outputs[k] for k in _STATE_OUTPUTS if outputs.get(k)), None)
+        if state_word and words.get(meta.urn) != "gone":
+            words[meta.urn] = str(state_word).lower()
+    return words
+
+
+class UnknownNodes(GpufleetError):
+    """replace() of a name the cluster has no node of: refused before anything runs."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, name: str, unknown: list[str], known: list[str]):
+        super().__init__(
+            f"cluster {name!r} has no node {', '.join(unknown)}: nothing was replaced",
+            hint=f"name nodes of the cluster: {', '.join(known)}",
+        )
+        self.unknown = unknown
+
+
+def refuse_unknown_nodes(info: ClusterInfo, nodes: list[str]) -> None:
+    known = [n.name for n in info.nodes]
+    unknown = [n for n in nodes if n not in known]
+    if unknown or not nodes:
+        raise UnknownNodes(info.name, unknown or ["(none named)"], known)
+
+
+def replace_spec(info: ClusterInfo) -> ClusterSpec:
+    """The spec the cluster's program ran with: the saved one, in the zone and with the SSH
+    sources `up` recorded (an older record: those of the saved spec, else learned now; the
+    untargeted network keeps its state either way)."""
+    saved = state.load_spec(info.name)
+    if saved is None:
+        raise GpufleetError(
+            f"cluster {info.name!r} has no saved spec (spec.json): its program cannot be run "
+            "again to replace a node",
+            hint=f"`gpufleet down {info.name}` and create it again",
+        )
+    zone = info.provider.get("zone")
+    spec = saved.with_(zone=zone, zones=[zone]) if zone else saved
+    cidrs = info.provider.get("ssh_cidrs")
+    return spec.with_(ssh_cidrs=list(cidrs)) if cidrs else with_ssh_cidrs(spec)
+
+
+def merged_record(info: ClusterInfo, outputs: dict[str, Any], nodes: list[str]) -> ClusterInfo:
+    """The record after a replacement: the replaced nodes as the stack outputs now say (new
+    addresses, instance ids, host keys or where they publish them), the others as recorded
+    (their pinned keys, rotated or not); the rest of the record (key, expiry moved by
+    `extend`, env) unchanged."""
+    fresh = cluster_info_from_outputs(
+        outputs,
+        ssh_key_path=info.ssh_key_path,
+        known_hosts_path=info.known_hosts_path,
+    )
+    by_name = {n.name: n for n in fresh.nodes}
+    merged = [by_name[n.name] if n.name in nodes else n.model_copy(deep=True) for n in info.nodes]
+    at = {n["name"]: n["host_key_at"] for n in outputs["nodes"] if n.get("host_key_at")}
+    return info.model_copy(
+        update={
+            "nodes": merged,
+            "provider": {**info.provider, "host_keys_at": at},
+            "host_key_rotation": info.host_key_rotation or fresh.host_key_rotation,
+        }
+    )
+
+
+def wait_for_ssh(info: ClusterInfo, nodes: list[str], progress: Progress) -> None:
+    """Until the new nodes answer SSH (their first contact replaces a bootstrap key)."""
+    from gpufleet.remote import Group
+
+    with Group(info, nodes) as g:
+        g.wait_ready(traits(info.cloud).ssh_wait_s, progress=progress)
 
 
 class StackTaken(GpufleetError):
@@ -598,14 +898,36 @@ class NoCapacity(Exception):
 class CapacityError(GpufleetError):
     """No zone tried had machines of the type; says what else to try."""
 
-    def __init__(self, spec: ClusterSpec, zones: list[str], code: str):
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        zones: list[str],
+        code: str,
+        replacing: list[str] | None = None,
+        tries: int = 1,
+    ):
         where = ", ".join(zones) if zones else "the zone the cloud picked"
-        super().__init__(
-            f"no capacity for {spec.nodes} × {spec.instance_type} in {where} ({code}); "
-            "nothing was left behind",
-            hint="try other zones (zones: [...], tried in order), spot: true, or capacity you "
-            "hold (reservation: an AWS cr-... id or a GCP reservation name, with its zone)",
-        )
+        if replacing:  # replace(): the placement is the cluster's, so no other zone helps
+            super().__init__(
+                f"no capacity for {len(replacing)} × {spec.instance_type} in {where} ({code}) "
+                f"to replace {', '.join(replacing)} of {spec.name} "
+                f"({tries} {'try' if tries == 1 else 'tries'}, in the cluster's placement); "
+                "the other nodes are kept",
+                hint="--recover-mode relaunch makes all nodes anew in a new placement group / "
+                "compact policy / proximity group (where the lost node alone did not fit), or "
+                "run the recovery again later (capacity comes and goes); --recover-mode "
+                "restart if the node comes back; capacity you hold (reservation: ...) avoids "
+                "this",
+            )
+        else:
+            super().__init__(
+                f"no capacity for {spec.nodes} × {spec.instance_type} in {where} ({code}); "
+                "nothing was left behind",
+                hint="try other zones (zones: [...], tried in order), spot: true, or capacity "
+                "you hold (reservation: an AWS cr-... id or a GCP reservation name, with its "
+                "zone)",
+            )
+        self.replacing = replacing or []
         self.zones = zones
         self.code = code
 

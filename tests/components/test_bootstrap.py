@@ -258,7 +258,7 @@ def test_preemption_watcher_is_the_first_service_runcmd_starts_on_a_cloud(cloud)
     unit = files["/etc/systemd/system/gpufleet-preempt.service"]
     assert f"ExecStart=/bin/bash {preempt.SCRIPT_PATH} --cloud {cloud} --state " in unit
     assert "WantedBy=multi-user.target" in unit
-    assert files[preempt.SCRIPT_PATH].rstrip("\n") == preempt.node_script().rstrip("\n")
+    assert files[preempt.SCRIPT_PATH].rstrip("\n") == preempt.node_script(cloud).rstrip("\n")
     starts = [c for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]
     assert starts[0][-1] == "gpufleet-preempt.service"
     assert doc["runcmd"].index(starts[0]) == 1  # right after daemon-reload

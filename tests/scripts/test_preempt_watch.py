@@ -76,7 +76,7 @@ class Node:
         script = SCRIPT
         if node_copy:  # what cloud-init writes on a node (comments and indentation dropped)
             script = tmp / "preempt_watch.sh"
-            script.write_text(preempt.node_script())
+            script.write_text(preempt.node_script(cloud))
         watch = ["bash", str(script), "--cloud", cloud, "--state", str(self.state), "--url", url]
         watch += ["--every", str(every)] if every else []
         if not PIDNS:

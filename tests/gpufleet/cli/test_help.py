@@ -99,5 +99,5 @@ def test_runs_help_names_the_columns_the_table_has(gpufleet_home):
     table = cli("runs", COLUMNS="200").stdout
     header = next(ln for ln in table.splitlines() if "STATUS" in ln).lower()
     said = cli("runs", "--help").stdout.split("List runs:")[1].split(".")[0]
-    for word in ("launcher", "cost", "cluster", "nodes", "exit", "status"):
+    for word in ("launcher", "cost", "cluster", "nodes", "exit", "status", "restarts"):
         assert (word in said) == (word in header), word

@@ -148,3 +148,42 @@ def test_check_without_the_pulumi_cli_refuses_with_the_fix():
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "plan --check asks the cloud through `pulumi preview`" in r.stderr
     assert "fix: install the Pulumi CLI" in r.stderr and "log in to the stack's cloud" in r.stderr
+
+
+def test_spot_plan_shows_the_spot_price_with_its_date_basis_and_source():
+    """aws-g5 is spot: priced at g5.12xlarge's catalog spot price, 2.1824 $/h (the median of
+    its us-east-1 zones in skypilot-catalog v8 aws vms.csv at commit 00148f2a, 2026-11-09)."""
+    r = cli("--stack", "aws-g5")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())  # the table wraps long lines
+    assert "about $4.37/hour at spot (us-east-1, prices of 2026-11-09)" in text
+    assert "zone-median: the median of 5 zones in us-east-1 (2.08-2.78)" in text
+    j = cli("--stack", "aws-g5", "--json")
+    doc = json.loads(j.stdout)
+    assert doc["price_basis"] == "spot" and doc["price_date"] == "2026-11-09"
+    assert doc["spot_price_basis"].startswith("zone-median") and doc["price_old"] in (True, False)
+
+
+def up(*args: str, home) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GPUFLEET_HOME": str(home / "g")}
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet", "up", "--cloud", "aws", "-t", "g5.12xlarge",
+         "--nodes", "2", "--name", "t", "--ssh-cidr", "203.0.113.0/24", "--dry-run", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def test_spot_dry_run_and_max_cost_use_the_dated_spot_price(tmp_path):
+    """2 x g5.12xlarge for the default 4 h: 17.46 $ at spot (2.1824 $/h each), 45.38 $ on
+    demand (5.672): --max-cost 30 admits the spot cluster and refuses the on-demand one."""
+    r = up("--spot", "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["price_per_node_hour"] == 2.1824 and doc["usd_at_ttl"] == 17.46
+    assert doc["price_date"] == "2026-11-09" and doc["spot_price_basis"].startswith("zone-median")
+    assert "spot price of 2026-11-09" in doc["price_note"]
+    text = up("--spot", home=tmp_path)
+    assert "spot price of 2026-11-09" in " ".join(text.stdout.split()), text.stderr
+    assert up("--spot", "--max-cost", "30", home=tmp_path).returncode == 0
+    refused = up("--max-cost", "30", home=tmp_path)
+    assert refused.returncode == 2 and "over 30 USD" in refused.stderr

@@ -79,7 +79,8 @@ def test_runs_table_is_drawn_like_list(gpufleet_home):
     runs._save(rec)
     out = cli(gpufleet_home, "runs").stdout
     header = out.splitlines()[1].split()
-    assert header == ["RUN", "STATUS", "STARTED", "ENDED", "EXIT", "NODES", "CLUSTER", "COST"]
+    assert header == ["RUN", "STATUS", "STARTED", "ENDED", "EXIT", "NODES", "CLUSTER", "RESTARTS",
+                      "COST"]  # fmt: skip
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("r1"))
     assert time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)) in row
     assert "succeeded" in row and "$1.00" in row

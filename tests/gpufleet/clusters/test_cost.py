@@ -65,6 +65,29 @@ def test_spot_is_estimated_at_the_catalog_spot_price_as_plan_does(monkeypatch):
 
 
 def test_spot_without_a_catalog_spot_price_says_on_demand_is_an_upper_bound():
-    e = cost.estimate(spec(spot=True))
-    assert e.usd_per_hour == round(2 * lookup("aws", "p4d.24xlarge").price_per_hour, 3)
-    assert "upper bound for spot" in e.price_note
+    it = lookup("aws", "p5.4xlarge")  # the source has no us-east-1 spot price for it
+    assert it.spot_price_per_hour is None
+    e = cost.estimate(spec(spot=True, instance_type="p5.4xlarge"))
+    assert e.usd_per_hour == round(2 * it.price_per_hour, 3)
+    assert "upper bound for spot" in e.price_note and e.spot_price_basis is None
+
+
+def test_dry_run_estimate_of_a_catalog_spot_price_carries_its_date_and_basis():
+    """g5.12xlarge's catalog spot price: 2.1824 $/h, the median us-east-1 zone in
+    skypilot-catalog v8 aws vms.csv at commit 00148f2a, of 2026-11-09; on demand 5.672."""
+    g5 = {
+        "name": "t",
+        "cloud": "aws",
+        "instance_type": "g5.12xlarge",
+        "nodes": 2,
+        "ttl_minutes": 60,
+    }
+    e = cost.estimate(ClusterSpec.from_input({**g5, "spot": True}))
+    assert e.usd_per_hour == round(2 * 2.1824, 3) == 4.365 and e.usd_at_ttl == pytest.approx(
+        4.365, abs=0.01
+    )
+    assert e.price_date == "2026-11-09" and e.spot_price_basis.startswith("zone-median")
+    assert "spot, us-east-1, spot price of 2026-11-09" in e.price_note
+    cost.check_budget(e, 6.0)  # at spot it fits; at on demand (11.34) it would not
+    with pytest.raises(cost.OverBudget):
+        cost.check_budget(cost.estimate(ClusterSpec.from_input(g5)), 6.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import date
 from types import SimpleNamespace
 
 import pytest
@@ -19,10 +20,59 @@ def test_spot_stack_without_a_catalog_spot_price_says_it_shows_on_demand():
     price (EC2 user guide, using-spot-instances.md "Pricing and savings"); GCP bills Spot VMs
     at Spot prices (compute/docs/instances/spot "Pricing"). Without a sourced spot price the
     plan must say that its figure is on-demand, not pass it off as the spot cost."""
-    doc = plan_stack("aws-g5")  # spot: true; the catalog has no sourced g5 spot price
+    # a3-highgpu-8g has no spot price: its source rows are not trustworthy (docs/clouds.md)
+    doc = plan_stack("gcp-a3", overrides={"spot": True})
+    assert lookup("gcp", doc["instance_type"]).spot_price_per_hour is None
     assert doc["spot"] and doc["price_basis"] == "on-demand"
     assert "no spot price in the catalog" in doc["price_note"]
+    assert doc["spot_price_basis"] is None and doc["price_old"] is False
     assert doc["estimated_usd_per_hour"] == round(doc["nodes"] * doc["on_demand_per_node_hour"], 3)
+
+
+def test_a_gcp_spot_stack_is_priced_at_host_plus_gpus_spot():
+    """gcp-a2 (2 x a2-highgpu-8g, spot): GCP bills the host and the GPUs of an A2 VM as separate
+    SKUs, and skypilot-catalog v8 gcp vms.csv at commit 8427bbff has them as two rows with the
+    same SpotPrice in each us-central1 zone: the a2-highgpu-8g host 2.958 and A100 x 8 11.4728."""
+    doc = plan_stack("gcp-a2")
+    assert doc["spot"] and doc["price_basis"] == "spot"
+    assert doc["price_per_node_hour"] == pytest.approx(2.958 + 11.4728)
+    assert doc["estimated_usd_per_hour"] == round(2 * (2.958 + 11.4728), 3)
+    assert doc["spot_price_basis"].startswith("host+gpus zone-median: ")
+    assert "4 zones in us-central1" in doc["spot_price_basis"]
+    assert not re.search(r"\(\d", doc["spot_price_basis"])  # the zones agree: no spread shown
+
+
+def test_spot_stack_with_a_catalog_spot_price_shows_it_with_date_basis_and_age():
+    """aws-g5 (2 x g5.12xlarge, spot) is priced at the catalog's dated spot price: the median
+    of its us-east-1 zones, 2.1824 $/h in skypilot-catalog v8 aws vms.csv at commit 00148f2a
+    (use1-az5; the five zones 2.0796-2.7804), recorded on or before 2026-11-09."""
+    doc = plan_stack("aws-g5")
+    assert doc["spot"] and doc["price_basis"] == "spot"
+    assert doc["price_per_node_hour"] == 2.1824
+    assert doc["estimated_usd_per_hour"] == round(2 * 2.1824, 3)
+    assert doc["on_demand_per_node_hour"] == 5.672  # kept, to compare
+    assert doc["price_date"] == "2026-11-09"
+    assert doc["spot_price_basis"] == "zone-median: the median of 5 zones in us-east-1 (2.08-2.78)"
+    age = (date.today() - date(2026, 11, 9)).days
+    assert doc["price_age_days"] == age and doc["price_old"] is (age > 90)
+    assert "2026-11-09" in doc["price_note"] and "zone-median" in doc["price_note"]
+    assert "00148f2af3672e2229b4f7bf8157d5a3f36e3c35" in doc["price_note"]
+
+
+def test_a_spot_price_older_than_90_days_is_said_to_be_old():
+    """90 days (catalog.SPOT_STALE_DAYS): spot prices move daily to monthly, so a quarter-old
+    figure is flagged, not silently used. Day 90 is not old; day 91 is."""
+    it = lookup("aws", "g5.12xlarge")  # spot price of 2026-11-09
+    fresh = price_estimate(it, 2, spot=True, today=date(2026, 11, 25))
+    assert fresh["price_age_days"] == 16 and not fresh["price_old"]
+    assert not fresh["price_note"].startswith("OLD")
+    edge = price_estimate(it, 2, spot=True, today=date(2027, 2, 7))
+    assert edge["price_age_days"] == 90 and not edge["price_old"]
+    old = price_estimate(it, 2, spot=True, today=date(2027, 2, 8))
+    assert old["price_age_days"] == 91 and old["price_old"]
+    assert old["price_note"].startswith("OLD spot price, over 90 days: spot price of 2026-11-09")
+    # Still the spot figure: old is said, not replaced by a guess.
+    assert old["estimated_usd_per_hour"] == fresh["estimated_usd_per_hour"]
 
 
 @pytest.mark.parametrize("stack", ["aws-g5", "gcp-a2"])

@@ -185,3 +185,27 @@ def test_record_keys_timeline_and_cost():
     rec.recoveries.append(r.as_dict())  # one of 4 nodes ($1/h) re-billed for 8.5 s
     assert rec.cost_usd == round(4.0 + 8.5 / 3600, 4)
     assert rec.restarts == 1
+
+
+def test_run_refuses_a_replacing_recovery_on_ssh_hosts_before_anything_starts(monkeypatch):
+    """run_job on an `ssh` cluster (recorded state faked) with --recover 1: CannotReplace
+    before the job (run_on_cluster) is reached; --recover-mode restart is allowed."""
+    from pathlib import Path
+
+    from gpufleet.jobs import run as job
+    from gpufleet.jobs.launch import LaunchOptions
+    from tests.gpufleet import fakes
+
+    info = fakes.cluster(cloud="ssh", gpus=0)
+    monkeypatch.setattr(job.state, "load", lambda name: info)
+    monkeypatch.setattr(job.state, "load_spec", lambda name: None)
+    opts = LaunchOptions(launcher="none", command=["true"], run_id="r1")
+
+    def req(mode: str) -> job.JobRequest:
+        rs = RecoverySpec(max=1, mode=mode)  # type: ignore[arg-type]
+        return job.JobRequest(launch=opts, workdir=Path("."), cluster=info.name, recovery=rs)
+
+    with pytest.raises(CannotReplace, match="cannot replace") as refused:
+        job.check_recovery(req("replace"), info)
+    assert "--recover-mode restart" in (refused.value.hint or "")
+    job.check_recovery(req("restart"), info)
