@@ -80,6 +80,9 @@ def fanout_script(info: ClusterRecord, changed: bool = True, parallel: int = 64)
     `FANOUT_MARK-unchanged` and copies nothing.
     """
     rows = worker_rows(info)
+    # What "the same workers" means: their addresses and their host keys, so that a node
+    # replaced at the same address (a recovery's new VM) is copied to again.
+    keys = [f"{n.name} {n.host_key}" for n in info.nodes[1:]]
     one = (
         f'out=$(rsync -a --whole-file --delete --filter="- /{RUNS_DIR}/" --stats '
         '--rsync-path="mkdir -p $4 && rsync" '
@@ -97,12 +100,16 @@ def fanout_script(info: ClusterRecord, changed: bool = True, parallel: int = 64)
             "cat > \"$K/workers\" <<'EOF'",
             *rows,
             "EOF",
-            f'if [ {int(changed)} = 0 ] && cmp -s "$K/workers" "$K/synced"; then',
+            "cat > \"$K/workers.id\" <<'EOF'",
+            *rows,
+            *keys,
+            "EOF",
+            f'if [ {int(changed)} = 0 ] && cmp -s "$K/workers.id" "$K/synced"; then',
             f'  echo "{FANOUT_MARK}-unchanged"; exit 0',
             "fi",
             'rm -f "$K/synced" "$K"/ok.*',
             f'xargs -P {parallel} -L 1 sh -c {shlex.quote(one)} sh < "$K/workers"',
-            f'[ "$(ls "$K" | grep -c "^ok\\.")" = {len(rows)} ] && cp "$K/workers" "$K/synced"',
+            f'[ "$(ls "$K" | grep -c "^ok\\.")" = {len(rows)} ] && cp "$K/workers.id" "$K/synced"',
             'rm -f "$K"/ok.*',
             "exit 0",
             "",

@@ -14,11 +14,13 @@ import contextlib
 import functools
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo, node_names
@@ -205,6 +207,101 @@ def _ours(pid: int, cdir: Path) -> bool:
     return bool(pid) and _alive(pid) and str(cdir) in _cmdline(pid)
 
 
+@dataclass
+class _Boot:
+    """What every node of one cluster boots with; start() boots one (up, and replace)."""
+
+    tools: dict[str, str]
+    image: BaseImage
+    python_dir: Path | None
+    accel: str
+    cluster: str
+    cdir: Path
+    node_count: int
+    ssh_user: str
+    user_public_key: str
+    expires_at: float | None
+    boot_lease_s: int | None
+    segment_port: int
+
+    def start(self, index: int, extra: dict[str, str], port: int = 0) -> tuple[int, NodeInfo]:
+        """Seed (a new host key, a new instance id: cloud-init runs as on a first boot),
+        overlay and QEMU for node `index`; its PID and record. `port`: the forwarded SSH port
+        to reuse where it is free."""
+        from gpufleet.components.bootstrap import BootstrapContext, render_cloud_init
+
+        name = f"node-{index}"
+        ndir = self.cdir / "nodes" / name
+        ndir.mkdir(parents=True, exist_ok=True)
+        host = generate_ed25519(f"{self.cluster}-{name}")
+        instance_id = f"{self.cluster}-{name}-{secrets.token_hex(4)}"
+        ctx = BootstrapContext(
+            cluster=self.cluster,
+            cloud="vm",
+            instance_type="vm",
+            node_index=index,
+            node_count=self.node_count,
+            ssh_user=self.ssh_user,
+            user_public_key=self.user_public_key,
+            host_private_key=host.private_openssh,
+            host_public_key=host.public_openssh,
+            fabric="none",
+            expires_at=self.expires_at,
+            extra=extra,
+            boot_lease_s=self.boot_lease_s,
+        )
+        _seed_iso(
+            self.tools["genisoimage"],
+            ndir,
+            {
+                "user-data": render_cloud_init(ctx),
+                "meta-data": meta_data(name, instance_id),
+                "network-config": network_config(index),
+            },
+        )
+        subprocess.run(
+            [self.tools["qemu-img"], "create", "-q", "-f", "qcow2", "-F", "raw"]
+            + ["-b", str(self.image.disk), str(ndir / "disk.qcow2")],
+            check=True,
+            capture_output=True,
+        )
+        port = port if port and _port_free(port) else free_port("127.0.0.1")
+        argv = qemu_argv(
+            qemu=self.tools["qemu-system-x86_64"],
+            accel=self.accel,
+            image=self.image,
+            node=f"{self.cluster}-{name}",
+            index=index,
+            node_dir=ndir,
+            ssh_port=port,
+            segment_port=self.segment_port,
+            python_dir=self.python_dir,
+        )
+        with open(ndir / "qemu.log", "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # Ctrl-C reaches us, not the VMs: `down` stops them
+            )
+        return (
+            proc.pid,
+            NodeInfo(
+                name=name,
+                private_ip=private_ip(index),
+                public_ip="127.0.0.1",
+                ssh_port=port,  # forwarded on 127.0.0.1
+                private_ssh_port=22,  # sshd's own port, where the other VMs reach it
+                gpus=0,
+                host_key=" ".join(host.public_openssh.split()[:2]),
+                instance_id=instance_id,  # the seed's: a new one makes cloud-init run again
+                # As on a cloud: the key in the user data is replaced on first contact.
+                bootstrap_host_key=True,
+            ),
+        )
+
+
 class VmProvisioner:
     """`--cloud vm`: one QEMU VM per node, booted with the node's real cloud-init."""
 
@@ -213,7 +310,7 @@ class VmProvisioner:
         self.node_env = node_env or {}
 
     def up(self, spec: ClusterSpec, progress: Progress) -> ClusterInfo:
-        from gpufleet.components.bootstrap import BootstrapContext, boot_lease_s, render_cloud_init
+        from gpufleet.components.bootstrap import boot_lease_s
 
         tools = require_tools()
         image = ensure_image(progress)
@@ -226,80 +323,26 @@ class VmProvisioner:
         user_key = generate_ed25519(f"gpufleet-{spec.name}")
         _write(cdir / "id_ed25519", user_key.private_openssh)
         _write(cdir / "id_ed25519.pub", user_key.public_openssh + "\n", 0o644)
-        expires_at = spec.expiry()
-        segment_port = free_udp_port()
+        boot = _Boot(
+            tools=tools,
+            image=image,
+            python_dir=pydir,
+            accel=accel,
+            cluster=spec.name,
+            cdir=cdir,
+            node_count=spec.nodes,
+            ssh_user=user,
+            user_public_key=user_key.public_openssh,
+            expires_at=spec.expiry(),
+            boot_lease_s=boot_lease_s(spec),
+            segment_port=free_udp_port(),
+        )
         pids: dict[str, int] = {}
         nodes: list[NodeInfo] = []
-        info: ClusterInfo | None = None
         try:
             for index, name in enumerate(node_names(spec.nodes)):
-                ndir = cdir / "nodes" / name
-                ndir.mkdir(parents=True, exist_ok=True)
-                host = generate_ed25519(f"{spec.name}-{name}")
-                ctx = BootstrapContext(
-                    cluster=spec.name,
-                    cloud="vm",
-                    instance_type="vm",
-                    node_index=index,
-                    node_count=spec.nodes,
-                    ssh_user=user,
-                    user_public_key=user_key.public_openssh,
-                    host_private_key=host.private_openssh,
-                    host_public_key=host.public_openssh,
-                    fabric="none",
-                    expires_at=expires_at,
-                    extra=self.node_env.get(name, {}),
-                    boot_lease_s=boot_lease_s(spec),
-                )
-                _seed_iso(
-                    tools["genisoimage"],
-                    ndir,
-                    {
-                        "user-data": render_cloud_init(ctx),
-                        "meta-data": meta_data(name, f"{spec.name}-{name}-{secrets.token_hex(4)}"),
-                        "network-config": network_config(index),
-                    },
-                )
-                subprocess.run(
-                    [tools["qemu-img"], "create", "-q", "-f", "qcow2", "-F", "raw"]
-                    + ["-b", str(image.disk), str(ndir / "disk.qcow2")],
-                    check=True,
-                    capture_output=True,
-                )
-                port = free_port("127.0.0.1")
-                argv = qemu_argv(
-                    qemu=tools["qemu-system-x86_64"],
-                    accel=accel,
-                    image=image,
-                    node=f"{spec.name}-{name}",
-                    index=index,
-                    node_dir=ndir,
-                    ssh_port=port,
-                    segment_port=segment_port,
-                    python_dir=pydir,
-                )
-                with open(ndir / "qemu.log", "ab") as log:
-                    proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=log,
-                        start_new_session=True,  # Ctrl-C reaches us, not the VMs: `down` stops them
-                    )
-                pids[name] = proc.pid
-                nodes.append(
-                    NodeInfo(
-                        name=name,
-                        private_ip=private_ip(index),
-                        public_ip="127.0.0.1",
-                        ssh_port=port,  # forwarded on 127.0.0.1
-                        private_ssh_port=22,  # sshd's own port, where the other VMs reach it
-                        gpus=0,
-                        host_key=" ".join(host.public_openssh.split()[:2]),
-                        # As on a cloud: the key in the user data is replaced on first contact.
-                        bootstrap_host_key=True,
-                    )
-                )
+                pids[name], node = boot.start(index, self.node_env.get(name, {}))
+                nodes.append(node)
             info = ClusterInfo(
                 name=spec.name,
                 cloud="vm",
@@ -310,9 +353,11 @@ class VmProvisioner:
                 known_hosts_path=str(cdir / "known_hosts"),
                 fabric="none",
                 python="python3",
-                expires_at=expires_at,
+                expires_at=boot.expires_at,
                 env={"GLOO_SOCKET_IFNAME": "eth1", "PYTHONPATH": GUEST_PYTHON_DIR},
                 provider={"pids": pids, "accel": accel, "image": str(image.dir)}
+                # replace() boots a node onto the same segment, with the same boot lease.
+                | {"segment_port": boot.segment_port, "boot_lease_s": boot.boot_lease_s}
                 # Under TCG a node still booting took over 20 s (the default) for one short
                 # sudo write: lease and extend gave up while the write was still arriving.
                 | ({"command_timeout_s": SLOW_COMMAND_S} if accel == "tcg" else {}),
@@ -328,10 +373,12 @@ class VmProvisioner:
             state.forget(spec.name)
             raise
 
-    def _wait_ssh(self, info: ClusterInfo, progress: Progress) -> None:
+    def _wait_ssh(
+        self, info: ClusterInfo, progress: Progress, names: list[str] | None = None
+    ) -> None:
         cdir = state.cluster_dir(info.name)
         started = time.monotonic()
-        waiting = {n.name: n for n in info.nodes}
+        waiting = {n.name: n for n in info.nodes if names is None or n.name in names}
         booted: dict[str, float] = {}
         while waiting:
             for name, node in list(waiting.items()):
@@ -355,7 +402,8 @@ class VmProvisioner:
                 )
             if waiting:
                 time.sleep(1)
-        info.provider["boot_seconds"] = {k: round(v, 1) for k, v in booted.items()}
+        seconds = dict(info.provider.get("boot_seconds", {}))
+        info.provider["boot_seconds"] = seconds | {k: round(v, 1) for k, v in booted.items()}
         state.save(info)
 
     def down(self, info: ClusterInfo, progress: Progress) -> None:
@@ -376,10 +424,66 @@ class VmProvisioner:
         write_node_expiry(info, expires_at)
 
     def replace(self, info: ClusterInfo, nodes: list[str], progress: Progress) -> ClusterInfo:
-        """Not yet: issue 22 (jobs/recover.py) gives it a body."""
-        from gpufleet.core.errors import CannotReplace
-
-        raise CannotReplace(info.name, info.cloud, nodes)
+        """A new VM for each of `nodes`: its QEMU stopped (ours only) and its overlay and seed
+        removed, then the same base image and cloud-init (same name, index, private address
+        and MACs, a new host key and instance id) booted onto the survivors' segment."""
+        cdir = state.cluster_dir(info.name)
+        known = {n.name: i for i, n in enumerate(info.nodes)}
+        unknown = [n for n in nodes if n not in known]
+        if unknown:
+            raise GpufleetError(
+                f"cluster {info.name!r} has no node {', '.join(unknown)}",
+                hint=f"its nodes: {', '.join(known)}",
+            )
+        info = info.model_copy(deep=True)
+        pids: dict[str, int] = info.provider.setdefault("pids", {})
+        image = BaseImage(Path(info.provider["image"]))
+        if not image.disk.exists():
+            raise GpufleetError(
+                f"the base image {image.dir} of cluster {info.name!r} is gone",
+                hint=f"`gpufleet down {info.name}`, then create the cluster again",
+            )
+        survivors = [pids[n.name] for n in info.nodes if n.name not in nodes and n.name in pids]
+        boot = _Boot(
+            tools=require_tools(),
+            image=image,
+            python_dir=python_share(progress),
+            accel=info.provider.get("accel") or "tcg",
+            cluster=info.name,
+            cdir=cdir,
+            node_count=len(info.nodes),
+            ssh_user=info.ssh_user,
+            user_public_key=(cdir / "id_ed25519.pub").read_text().strip(),
+            expires_at=info.expires_at,
+            boot_lease_s=info.provider.get("boot_lease_s"),
+            segment_port=_segment_port(info, cdir, survivors),
+        )
+        for name in nodes:
+            ndir = cdir / "nodes" / name
+            old = [p for p in folder_processes(ndir) if "qemu-system" in _cmdline(p)]
+            pid = pids.get(name, 0)
+            if pid and _alive(pid) and f"{ndir}/" in _cmdline(pid):  # ours: not a reused PID
+                old.append(pid)
+            terminate(sorted(set(old)), grace_s=5.0)
+            for f in ("disk.qcow2", "seed.iso"):
+                with contextlib.suppress(FileNotFoundError):
+                    (ndir / f).unlink()
+            with contextlib.suppress(FileNotFoundError):  # the new boot's console starts empty
+                (ndir / "console.log").replace(ndir / "console.log.old")
+            progress(f"{name}: old VM {'stopped' if old else 'already gone'}, overlay removed")
+        try:
+            for name in nodes:
+                index = known[name]
+                pids[name], node = boot.start(
+                    index, self.node_env.get(name, {}), port=info.nodes[index].ssh_port
+                )
+                info.nodes[index] = node
+                progress(f"{name}: new VM booting (pid {pids[name]}, SSH on {node.ssh_port})")
+        finally:  # what was started is recorded, so `down` finds it even when a boot failed
+            knownhosts.write(info.known_hosts_path, knownhosts.render(info.nodes))
+            state.save(info)
+        self._wait_ssh(info, progress, nodes)
+        return info
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         cdir = state.cluster_dir(info.name)
@@ -394,6 +498,34 @@ def _cluster_qemus(cdir: Path, recorded) -> list[int]:
     any QEMU whose command line names the folder (one started but not yet recorded)."""
     found = {p for p in folder_processes(cdir) if "qemu-system" in _cmdline(p)}
     return sorted({int(p) for p in recorded if _ours(int(p), cdir)} | found)
+
+
+def _segment_port(info: ClusterInfo, cdir: Path, survivors: list[int]) -> int:
+    """The UDP port of the cluster's private segment: recorded by `up`, or read from a
+    surviving QEMU's command line (a cluster recorded before the port was); a new one where
+    no node is left to share it with."""
+    if info.provider.get("segment_port"):
+        return int(info.provider["segment_port"])
+    running = [pid for pid in survivors if _ours(pid, cdir)]
+    for pid in running:
+        found = re.search(r"mcast=230\.0\.77\.1:(\d+)", _cmdline(pid))
+        if found:
+            return int(found.group(1))
+    if running:
+        raise GpufleetError(
+            f"cannot tell the private segment of cluster {info.name!r}: no surviving VM names it",
+            hint=f"`gpufleet down {info.name}`, then create the cluster again",
+        )
+    return free_udp_port()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def free_udp_port() -> int:

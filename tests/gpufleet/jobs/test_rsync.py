@@ -67,3 +67,32 @@ def test_fanout_script_is_valid_sh_and_lists_every_worker():
     assert "node-1 ubuntu@10.0.0.2 22 gpufleet ssh-ed25519\n" in script
     assert "node-2 ubuntu@10.0.0.3 22 gpufleet ssh-ed25519\n" in script
     assert "if [ 0 = 0 ]" in script and "node-0" not in script
+
+
+def test_fanout_copies_again_to_a_worker_replaced_at_the_same_address(tmp_path):
+    """The head skips the copy when nothing changed and its last pass reached the same
+    workers; a worker replaced at the same address and port (a recovery's new VM: same
+    private IP, new host key) is not the same worker and gets the workdir again. Before,
+    the 2-VM recovery run's new node-1 got nothing ('nothing changed') and its rank failed
+    with FileNotFoundError for the script. Faked: rsync (prints its stats, copies nothing)."""
+    import os
+
+    (tmp_path / ".gpufleet/ssh").mkdir(parents=True)
+    fake = tmp_path / "bin/rsync"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Total bytes sent: 10'\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}")
+
+    def unchanged(info) -> bool:
+        script = rsync.fanout_script(info, changed=False)
+        r = subprocess.run(["sh", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, check=True)  # fmt: skip
+        return f"{rsync.FANOUT_MARK}-unchanged" in r.stdout
+
+    info = _info()
+    assert not unchanged(info)  # the first pass copies
+    assert unchanged(info)  # the same workers: nothing to do
+    info.nodes[1].host_key = "ssh-ed25519 AAAAnewnode1"
+    assert not unchanged(info)
+    assert unchanged(info)

@@ -165,3 +165,118 @@ def test_down_stops_a_qemu_it_never_recorded_and_nothing_else(gpufleet_home, tmp
         for p in (qemu, other):
             p.kill()
             p.wait()
+
+
+def test_replace_stops_only_the_lost_nodes_qemu_and_records_the_new_vm(
+    gpufleet_home, tmp_path, monkeypatch
+):
+    """replace(['node-1']): node-1's QEMU (found by its recorded PID, and by its folder) is
+    stopped and its overlay and seed removed; node-0's QEMU, files and record are untouched;
+    the new VM boots onto the recorded segment with node-1's index and SSH port, and its PID,
+    host key and instance id are saved (known_hosts too) before the SSH wait.
+
+    Faked: QEMU (a Python process by that name), the image, and the boot itself (_Boot.start
+    records what it was asked); the real boot is tests/integration/test_vm_recover.py."""
+    import subprocess
+    import sys
+
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+    from gpufleet.core import state
+    from gpufleet.remote import knownhosts
+
+    cdir = state.cluster_dir("c")
+    (cdir / "id_ed25519.pub").parent.mkdir(parents=True, exist_ok=True)
+    (cdir / "id_ed25519.pub").write_text("ssh-ed25519 AAAAuser c\n")
+    image = tmp_path / "img"
+    image.mkdir()
+    (image / "root.raw").write_text("")
+    fake = tmp_path / "bin/qemu-system-x86_64"
+    fake.parent.mkdir()
+    fake.symlink_to(sys.executable)
+    sleep = "import time; time.sleep(60)"
+    procs = {}
+    for n in ("node-0", "node-1", "node-10"):
+        (cdir / "nodes" / n).mkdir(parents=True)
+        for f in ("disk.qcow2", "seed.iso", "console.log"):
+            (cdir / "nodes" / n / f).write_text("x")
+        procs[n] = subprocess.Popen([str(fake), "-c", sleep, f"{cdir}/nodes/{n}/disk.qcow2"])
+    nodes = [
+        NodeInfo(name=f"node-{i}", private_ip=vm.private_ip(i), public_ip="127.0.0.1",
+                 ssh_port=40100 + i, private_ssh_port=22, host_key=f"ssh-ed25519 AAAAold{i}")
+        for i in range(11)
+    ]  # fmt: skip
+    info = ClusterInfo(
+        name="c",
+        cloud="vm",
+        instance_type="vm",
+        nodes=nodes,
+        ssh_user="u",
+        ssh_key_path=str(cdir / "id_ed25519"),
+        known_hosts_path=str(cdir / "known_hosts"),
+        provider={
+            "pids": {n: p.pid for n, p in procs.items()},
+            "accel": "tcg",
+            "image": str(image),
+            "segment_port": 40555,
+            "boot_lease_s": 2700,
+        },
+    )
+    state.save(info)
+    asked = []
+
+    def start(self, index, extra, port=0):
+        asked.append((index, port, self.segment_port, self.boot_lease_s, self.node_count))
+        new = NodeInfo(name=f"node-{index}", private_ip=vm.private_ip(index),
+                       public_ip="127.0.0.1", ssh_port=port, private_ssh_port=22,
+                       host_key="ssh-ed25519 AAAAnew", instance_id="c-node-1-new",
+                       bootstrap_host_key=True)  # fmt: skip
+        return 4242424, new
+
+    waited = []
+    monkeypatch.setattr(vm._Boot, "start", start)
+    monkeypatch.setattr(vm, "require_tools", lambda: {})
+    monkeypatch.setattr(vm, "python_share", lambda progress: None)
+    monkeypatch.setattr(
+        vm.VmProvisioner,
+        "_wait_ssh",
+        lambda self, i, p, names: waited.append((state.load("c"), names)),
+    )
+    try:
+        got = vm.VmProvisioner().replace(info, ["node-1"], lambda m: None)
+        assert procs["node-1"].wait(timeout=10) is not None
+        assert procs["node-0"].poll() is None and procs["node-10"].poll() is None
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+    assert asked == [(1, 40101, 40555, 2700, 11)]
+    for f in ("disk.qcow2", "seed.iso"):
+        assert not (cdir / "nodes/node-1" / f).exists()
+        assert (cdir / "nodes/node-0" / f).exists() and (cdir / "nodes/node-10" / f).exists()
+    assert (cdir / "nodes/node-1/console.log.old").exists()
+    assert got.provider["pids"]["node-1"] == 4242424
+    assert got.provider["pids"]["node-0"] == procs["node-0"].pid
+    assert got.nodes[1].host_key == "ssh-ed25519 AAAAnew" and got.nodes[0] == nodes[0]
+    assert info.nodes[1].host_key == "ssh-ed25519 AAAAold1"  # the caller's record is not changed
+    saved, names = waited[0]  # saved before the SSH wait: `down` finds the new PID
+    assert names == ["node-1"] and saved.provider["pids"]["node-1"] == 4242424
+    pinned = knownhosts.load(cdir / "known_hosts")
+    assert pinned["[127.0.0.1]:40101"] == {"ssh-ed25519": {"AAAAnew"}}
+    assert pinned["[127.0.0.1]:40100"] == {"ssh-ed25519": {"AAAAold0"}}
+
+
+def test_replace_refuses_a_node_the_cluster_does_not_have(gpufleet_home):
+    from gpufleet.components.clusterinfo import ClusterInfo, NodeInfo
+    from gpufleet.core.errors import GpufleetError
+
+    info = ClusterInfo(
+        name="c",
+        cloud="vm",
+        nodes=[NodeInfo(name="node-0", private_ip="10.77.0.10", public_ip="127.0.0.1")],
+        ssh_user="u",
+        ssh_key_path="k",
+        known_hosts_path="kh",
+        provider={"pids": {}, "image": "/nonexistent"},
+    )
+    with pytest.raises(GpufleetError, match="no node node-3"):
+        vm.VmProvisioner().replace(info, ["node-3"], lambda m: None)
