@@ -10,7 +10,7 @@ TEST_DEBS := $(DEMO_DEBS) openssh-client shellcheck cloud-init pdsh openmpi-bin 
 # setuptools prints an information-only note on every editable install; the rest stays visible.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 
-.PHONY: demo test test-quick test-vm lint fmt venv debs-demo debs-test deps-test deps-demo docs golden bench faults clean
+.PHONY: demo test test-quick test-vm test-vm-recover lint fmt venv debs-demo debs-test deps-test deps-demo docs golden bench faults clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -69,6 +69,9 @@ test-quick: deps-test docs
 
 test-vm: deps-test
 	GPUFLEET_VM_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm.py
+
+test-vm-recover: deps-test
+	GPUFLEET_VM_TESTS=1 GPUFLEET_VM_RECOVER_TESTS=1 $(BIN)/python -m pytest -q -rA -s tests/integration/test_vm_recover.py
 
 fmt: venv
 	$(BIN)/ruff format .
