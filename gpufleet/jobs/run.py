@@ -482,6 +482,11 @@ class _Attempts:
         req, progress, stream = self.req, self.progress, self.stream
         group = self.connect(info)
         step = time.monotonic()
+        opts, wrap = req.launch, None
+        if opts.checkpoint_dir is None:  # the Python API's RecoverySpec names it too
+            named = recovery_spec(req, info).checkpoint_dir
+            if named:
+                opts = dataclasses.replace(opts, checkpoint_dir=named)
         sync.sync(
             info,
             req.workdir,
@@ -489,14 +494,8 @@ class _Attempts:
             include=req.include,
             exclude=req.exclude,
             progress=progress,
+            protect=synced_around(opts),
         )
-        opts, wrap = req.launch, None
-        if (
-            opts.checkpoint_dir is None
-        ):  # the Python API's RecoverySpec names it, as --checkpoint-dir
-            named = recovery_spec(req, info).checkpoint_dir
-            if named:
-                opts = dataclasses.replace(opts, checkpoint_dir=named)
         if rec is not None:
             opts = dataclasses.replace(opts, restart_count=restart, recovery_reason=rec.reason)
             _copy_checkpoints(info, group, opts, progress)
@@ -610,6 +609,18 @@ class _Attempts:
             drop_lease(group, info.name, self.progress)
         if group is not None:
             group.close()
+
+
+def synced_around(opts: LaunchOptions) -> list[str]:
+    """The workdir folders a sync must neither overwrite nor delete: a relative checkpoint
+    folder outside the run folders (those are never synced)."""
+    ckpt = launch.checkpoint_dir(opts)
+    if launch.is_url(ckpt) or ckpt.startswith(("/", "~")):
+        return []
+    rel = os.path.normpath(ckpt)
+    if rel in (".", "") or rel.startswith("..") or rel.split("/")[0] == sync.RUNS_DIR:
+        return []
+    return [rel]
 
 
 def _copy_checkpoints(
