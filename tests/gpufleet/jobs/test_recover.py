@@ -103,15 +103,49 @@ def test_a_slow_node_that_answers_within_the_window_is_not_lost():
     assert not ok and "answered again" in why and len(tries) == 4
 
 
-def test_a_node_that_never_answers_is_lost_after_the_window_even_without_provider():
+def test_a_silent_node_is_lost_only_when_another_node_answers_meanwhile():
+    """Provider view unavailable, or "running": silence alone may be this machine's own
+    connection, so a loss needs another node answering (the client's path works)."""
+
     def broken() -> dict[str, str]:
         raise RuntimeError("the provider API is down")
 
+    for status in (broken, lambda: {"node-1": "running"}):
+        clock = _Clock()
+        ok, why = recover.confirm_lost(
+            "node-1",
+            status,
+            lambda: False,
+            sleep=clock.sleep,
+            clock=clock.now,
+            others_answer=lambda: True,
+        )
+        assert ok and clock.t >= recover.CONFIRM_S and "another node answers" in why
+        clock = _Clock()
+        ok, why = recover.confirm_lost(
+            "node-1",
+            status,
+            lambda: False,
+            sleep=clock.sleep,
+            clock=clock.now,
+            others_answer=lambda: False,
+        )
+        assert not ok and "nothing is replaced" in why
     clock = _Clock()
     ok, why = recover.confirm_lost(
-        "node-1", broken, lambda: False, sleep=clock.sleep, clock=clock.now
+        "node-1",
+        broken,
+        lambda: False,
+        sleep=clock.sleep,
+        clock=clock.now,
+        others_answer=lambda: True,
     )
-    assert ok and clock.t >= recover.CONFIRM_S and "provider view unavailable" in why
+    assert ok and "provider view unavailable" in why
+    clock = _Clock()
+    ok, _why = recover.confirm_lost(  # a single node: nobody to ask, never replaced on silence
+        "node-0", broken, lambda: False, sleep=clock.sleep, clock=clock.now
+    )
+    assert not ok
 
 
 def test_leftovers_command_finds_and_kills_only_this_runs_processes():
