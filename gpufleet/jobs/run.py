@@ -797,8 +797,7 @@ def _recover(
         if not att.created:
             att.unleased |= set(nodes)
         progress(
-            f"recovery {rec.attempt}: {', '.join(nodes)} replaced in "
-            f"{time.monotonic() - step:.1f}s"
+            f"recovery {rec.attempt}: {', '.join(nodes)} replaced in {time.monotonic() - step:.1f}s"
         )
     return info
 
