@@ -409,6 +409,15 @@ def check_recovery(req: JobRequest, existing: ClusterInfo | None) -> None:
         from gpufleet.core.errors import CannotReplace
 
         raise CannotReplace(name, cloud, ["a lost node"])
+    if rs.max and recover.needs_provider(rs.mode) and existing is not None and spec is None:
+        # attached (a stack made with plain `pulumi up`): no saved spec to make a node from
+        raise SpecError(
+            "recover-mode",
+            f"{rs.mode} needs the spec cluster {name!r} was made from, and it has none "
+            "recorded (attached)",
+            "use --recover-mode restart (the job again on the same nodes once they answer), "
+            "or --recover-mode none",
+        )
 
 
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
@@ -816,6 +825,17 @@ def _job(
     Every recovery started is recorded, the ones that failed too (their missing steps null);
     one that fails ends the run as the loss would have (RecoveryFailed, exit 5)."""
     spec = recovery_spec(req, info)
+    ckpt = req.launch.checkpoint_dir or spec.checkpoint_dir
+    if (
+        spec.max
+        and spec.mode == "relaunch"
+        and not (ckpt and (launch.is_url(ckpt) or ckpt[0] == "/"))
+    ):
+        progress(
+            "--recover-mode relaunch replaces the head too: its checkpoint folder goes with it "
+            "and the job starts again from scratch; give --checkpoint-dir a bucket URL or a "
+            "shared filesystem's path to resume"
+        )
     att = _Attempts(req, progress, stream, created, on_image)
     attempt = 0
     rec: recover.Recovery | None = None

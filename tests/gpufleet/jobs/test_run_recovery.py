@@ -284,3 +284,33 @@ def test_ctrl_c_during_a_replace_is_recorded_and_keeps_its_exit_code(monkeypatch
         _record_into(monkeypatch, tmp_path, prov, got)
     assert stopped.value.exit_code == 130
     assert len(got) == 1 and got[0]["provisioned_at"] is None and got[0]["cause"] == "lost"
+
+
+def test_replace_is_refused_before_start_on_an_attached_cluster(monkeypatch):
+    """An existing cluster with no recorded spec (attached): replace/relaunch refused at
+    once, restart allowed (faked: the state files)."""
+    from gpufleet.core.errors import SpecError
+
+    info = fakes.cluster(n=2, cloud="aws")
+    monkeypatch.setattr(job.state, "load_spec", lambda name: None)
+
+    def req(mode):
+        return job.JobRequest(
+            launch=LaunchOptions(launcher="none", command=["x"], run_id="r1"),
+            workdir=Path("."),
+            cluster="t",
+            recovery=RecoverySpec(max=1, mode=mode),
+        )
+
+    with pytest.raises(SpecError, match="none recorded|has none"):
+        job.check_recovery(req("replace"), info)
+    job.check_recovery(req("restart"), info)
+
+
+def test_relaunch_without_a_lasting_checkpoint_folder_is_warned_about(monkeypatch, tmp_path):
+    spec = RecoverySpec(max=1, mode="relaunch")
+    _code, _r, _c, said = _loop(monkeypatch, tmp_path, [0], FakeProvisioner(), spec)
+    assert any("replaces the head too" in s for s in said)
+    spec = RecoverySpec(max=1, mode="relaunch", checkpoint_dir="s3://b/ck")
+    _code, _r, _c, said = _loop(monkeypatch, tmp_path, [0], FakeProvisioner(), spec)
+    assert not any("replaces the head too" in s for s in said)
