@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 CONFIRM_S = 15.0  # a node is lost only when its provider says so or it refuses this long
 CONFIRM_EVERY_S = 3.0
+CHECKPOINT_WARN_BYTES = 2 << 30  # a checkpoint this big belongs in a bucket (--checkpoint-dir)
 CHECKPOINT_GRACE_S = 90.0  # a preempted job's time to checkpoint, at most
 SIGTERM_EXIT = 143  # a rank that saved and exited on SIGTERM (examples/train_resume.py)
 
@@ -286,14 +287,23 @@ def parse_pids(text: str) -> list[int]:
 
 
 def pack_command(path: str) -> str:
-    """The head's checkpoint folder as base64 of a gzipped tar (empty when there is none)."""
+    """The head's checkpoint folder as base64 of a gzipped tar (empty when there is none);
+    a tar that fails fails the command (a partial archive is never sent)."""
     p = shlex.quote(path)
-    return f"[ -d {p} ] && tar -czf - -C {p} . | base64 | tr -d '\\n'; true"
+    return (
+        f"( [ -d {p} ] || exit 0; t=$(mktemp) || exit 1; "
+        f'tar -czf "$t" -C {p} . && base64 < "$t" | tr -d \'\\n\'; rc=$?; rm -f "$t"; exit $rc )'
+    )
 
 
 def unpack_command(path: str) -> str:
-    p = shlex.quote(path)
-    return f"mkdir -p {p} && tar -xzf - -C {p}"
+    """stdin's archive into `path`, whole or not at all: unpacked next to it, then renamed."""
+    p = shlex.quote(path.rstrip("/"))
+    return (
+        f'( mkdir -p "$(dirname {p})" && t=$(mktemp -d {p}.in.XXXXXX) || exit 1; '
+        f'if tar -xzf - -C "$t"; then rm -rf {p} && mv "$t" {p}; '
+        f'else rc=$?; rm -rf "$t"; exit $rc; fi )'
+    )
 
 
 def decode(packed: str) -> bytes:

@@ -668,8 +668,8 @@ def _copy_checkpoints(
     """The head's checkpoint folder onto every other node before a restart (a new node has
     none, a survivor an older one); a URL is the job's own to read."""
     ckpt = launch.checkpoint_dir(opts)
-    if launch.is_url(ckpt) or len(info.nodes) < 2:
-        return
+    if not synced_around(opts) and opts.checkpoint_dir is not None or len(info.nodes) < 2:
+        return  # a URL or an absolute path (a shared filesystem): the job's own to read
     started = time.monotonic()
     head = info.head.name
     out = group.subset([head]).run(recover.pack_command(ckpt), what="checkpoint")[head]
@@ -677,6 +677,11 @@ def _copy_checkpoints(
     if not data:
         progress(f"no checkpoint on {head} ({ckpt}): the job starts from scratch")
         return
+    if len(data) > recover.CHECKPOINT_WARN_BYTES:
+        progress(
+            f"the checkpoint folder of {head} is {len(data) / 2**30:.1f} GiB packed, copied "
+            "through this machine: a bucket URL as --checkpoint-dir is the way for this size"
+        )
     others = [n.name for n in info.nodes if n.name != head]
     group.subset(others).run(recover.unpack_command(ckpt), stdin=data, what="checkpoint")
     progress(

@@ -243,3 +243,35 @@ def test_run_refuses_a_replacing_recovery_on_ssh_hosts_before_anything_starts(mo
         job.check_recovery(req("replace"), info)
     assert "--recover-mode restart" in (refused.value.hint or "")
     job.check_recovery(req("restart"), info)
+
+
+def test_checkpoint_copy_fails_whole_and_replaces_whole(tmp_path):
+    """Real tar/bash: an unreadable folder fails the pack (no partial archive); a bad
+    archive leaves the node's folder as it was; a good one replaces it (no stale files)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "ckpt.pt").write_bytes(b"step 40")
+    dst.mkdir()
+    (dst / "old.pt").write_bytes(b"step 10")
+    bad = subprocess.run(["bash", "-c", recover.unpack_command(str(dst))], input=b"not a tar")
+    assert bad.returncode != 0 and (dst / "old.pt").read_bytes() == b"step 10"
+    assert [p.name for p in tmp_path.iterdir() if ".in." in p.name] == []
+    out = subprocess.run(
+        ["bash", "-c", recover.pack_command(str(src))], capture_output=True, text=True, check=True
+    )
+    subprocess.run(
+        ["bash", "-c", recover.unpack_command(str(dst) + "/")],
+        input=recover.decode(out.stdout),
+        check=True,
+    )
+    assert sorted(p.name for p in dst.iterdir()) == ["ckpt.pt"]
+    if os.geteuid() != 0:
+        (src / "secret").write_bytes(b"x")
+        (src / "secret").chmod(0)
+        try:
+            failed = subprocess.run(
+                ["bash", "-c", recover.pack_command(str(src))], capture_output=True, text=True
+            )
+            assert failed.returncode != 0 and failed.stdout == ""
+        finally:
+            (src / "secret").chmod(0o600)

@@ -314,3 +314,14 @@ def test_relaunch_without_a_lasting_checkpoint_folder_is_warned_about(monkeypatc
     spec = RecoverySpec(max=1, mode="relaunch", checkpoint_dir="s3://b/ck")
     _code, _r, _c, said = _loop(monkeypatch, tmp_path, [0], FakeProvisioner(), spec)
     assert not any("replaces the head too" in s for s in said)
+
+
+def test_only_a_workdir_checkpoint_folder_is_copied_between_nodes():
+    """A URL or an absolute path (a shared filesystem) is the job's own; the default and a
+    relative folder are packed on the head (faked nodes: commands recorded, nothing found)."""
+    info = fakes.cluster(n=2, cloud="local")
+    for ckpt, copied in ((None, True), ("ck", True), ("/shared/ck", False), ("s3://b/k", False)):
+        g = FakeGroup(info)
+        opts = LaunchOptions(launcher="none", command=["x"], run_id="r1", checkpoint_dir=ckpt)
+        job._copy_checkpoints(info, g, opts, lambda m: None)
+        assert bool(g.commands) is copied, ckpt
