@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 CONFIRM_S = 15.0  # a node is lost only when its provider says so or it refuses this long
 CONFIRM_EVERY_S = 3.0
+CHECKPOINT_WARN_BYTES = 2 << 30  # a checkpoint this big belongs in a bucket (--checkpoint-dir)
 CHECKPOINT_GRACE_S = 90.0  # a preempted job's time to checkpoint, at most
 SIGTERM_EXIT = 143  # a rank that saved and exited on SIGTERM (examples/train_resume.py)
 
@@ -56,14 +57,35 @@ class Ending:
 
 
 class LeftoverRanks(GpufleetError):
-    """Old ranks still running on a survivor after they were killed: no restart over them."""
+    """Old ranks still running on a survivor after they were killed, or a survivor that
+    did not answer the check (its ranks may run): no restart over them."""
 
-    def __init__(self, run_id: str, left: dict[str, list[int]]):
-        where = "; ".join(f"{n}: pids {' '.join(map(str, p))}" for n, p in sorted(left.items()))
+    def __init__(
+        self, run_id: str, left: dict[str, list[int]], unanswered: dict[str, str] | None = None
+    ):
+        where = [f"{n}: pids {' '.join(map(str, p))}" for n, p in sorted(left.items())]
+        where += [f"{n}: no answer ({why})" for n, why in sorted((unanswered or {}).items())]
         super().__init__(
-            f"run {run_id}: old ranks still running after the stop ({where})",
+            f"run {run_id}: old ranks may still run after the stop ({'; '.join(where)})",
             hint="kill them on those nodes (`gpufleet exec`), then run the job again",
         )
+        self.left, self.unanswered = left, dict(unanswered or {})
+
+
+class RecoveryFailed(NodeLost):
+    """A recovery that could not finish (replace failed, old ranks left, no machine to
+    make): the run ends as the loss would have without --recover (exit 5), saying why."""
+
+    def __init__(self, end: Ending, attempt: int, error: BaseException):
+        GpufleetError.__init__(
+            self,
+            f"{end.reason}; recovery {attempt} failed: {error}",
+            hint=getattr(error, "hint", None)
+            or "check `gpufleet status`, then run the job again (it resumes from its checkpoint)",
+        )
+        self.node = end.nodes[0] if end.nodes else ""
+        self.why = f"recovery {attempt} failed: {error}"
+        self.error = error
 
 
 def ending(
@@ -77,7 +99,10 @@ def ending(
         first = min(float(v.get("noticed_at") or now) for v in notices.values())
         return Ending("preempted", nodes, f"preemption notice ({kinds})", first, dict(notices))
     if isinstance(exc, NodeLost):
-        return Ending("lost", [exc.node], f"{exc.node} lost: {exc.why}", now)
+        nodes = list(getattr(exc, "nodes", None) or [exc.node])
+        why = dict(getattr(exc, "whys", None) or {exc.node: exc.why})
+        reason = "; ".join(f"{n} lost: {why.get(n, exc.why)}" for n in nodes)
+        return Ending("lost", nodes, reason, now)
     if isinstance(exc, JobFailed) and exc.code in spec.on_exit:
         return Ending("exit", [exc.node], f"{exc.node} exited {exc.code} (--recover-on-exit)", now)
     return None
@@ -110,9 +135,13 @@ def confirm_lost(
     every_s: float = CONFIRM_EVERY_S,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    others_answer: Callable[[], bool] | None = None,
 ) -> tuple[bool, str]:
     """Is `node` gone? Its provider saying it is not running settles it; otherwise fresh
-    SSH connections are tried over `window_s`: one that succeeds means it is not lost."""
+    SSH connections are tried over `window_s`: one that succeeds means it is not lost.
+    Where the provider says running (or cannot tell), silence alone may be this machine's
+    own connection: the loss is confirmed only when another node answers then
+    (`others_answer`; none to ask: not confirmed)."""
     if provider_status is not None:
         try:
             st = provider_status().get(node)
@@ -132,7 +161,13 @@ def confirm_lost(
             return False, f"it answered again (try {tries})"
         if clock() >= end:
             extra = f"; provider view unavailable: {why_not}" if why_not else ""
-            return True, f"no SSH connection in {tries} tries over {window_s:.0f}s{extra}"
+            silent = f"no SSH connection in {tries} tries over {window_s:.0f}s{extra}"
+            if others_answer is not None and others_answer():
+                return True, f"{silent} while another node answers"
+            return False, (
+                f"{silent}, and no other node answers either: this machine's connection may "
+                "be what failed, so nothing is replaced"
+            )
         sleep(every_s)
 
 
@@ -156,21 +191,32 @@ def leftovers_command(run_id: str, kill: bool, sig: str = "KILL") -> str:
     return scan + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; sleep 0.5; scan; true'
 
 
-def read_notices(group: Group) -> dict[str, dict]:
+def read_notices(group: Group, timeout: float = 20.0) -> dict[str, dict]:
     """node -> preemption notice, for the group's nodes that have one and answer."""
     out: dict[str, dict] = {}
-    for n, r in group.run(preempt.read_command(), check=False, timeout=20).items():
+    for n, r in group.run(preempt.read_command(), check=False, timeout=timeout).items():
         notice = preempt.parse(r.stdout) if r.ok else None
         if notice:
             out[n] = notice
     return out
 
 
+def fresh(notices: dict[str, dict], handled: set[tuple[str, float]]) -> dict[str, dict]:
+    """The notices not handled by an earlier recovery: a node's notice file stays until it
+    reboots, so a restart on it would otherwise see the last attempt's notice again."""
+    return {n: v for n, v in notices.items() if notice_key(n, v) not in handled}
+
+
+def notice_key(node: str, notice: dict) -> tuple[str, float]:
+    return node, float(notice.get("noticed_at") or 0.0)
+
+
 class NoticeWatch:
-    """While an attempt runs: each node's preemption notice read every `every_s` on
-    connections of its own; on the first, every rank on every node gets SIGTERM (the job
-    checkpoints: all ranks agree to stop), and `stop_job` is called if they have not ended
-    by the notice's not_before (at most CHECKPOINT_GRACE_S)."""
+    """While an attempt runs: each node's preemption notice read every `every_s` on a
+    connection and a thread of its own (a dead node delays no other's notice); on the
+    first, every rank on every node gets SIGTERM (the job checkpoints: all ranks agree to
+    stop), and `stop_job` is called if they have not ended by the notice's not_before (at
+    most CHECKPOINT_GRACE_S). Notices in `handled` (an earlier attempt's) are ignored."""
 
     def __init__(
         self,
@@ -179,36 +225,47 @@ class NoticeWatch:
         progress: Callable[[str], None],
         stop_job: Callable[[], None],
         every_s: float = 2.0,
+        handled: set[tuple[str, float]] | None = None,
     ):
         self.info, self.run_id, self.progress, self.stop_job = info, run_id, progress, stop_job
-        self.every_s = every_s
+        self.every_s, self.handled = every_s, set(handled or ())
         self.notices: dict[str, dict] = {}
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(n.name,), daemon=True) for n in info.nodes
+        ]
 
     def start(self) -> NoticeWatch:
-        start_threads([self._thread])
+        start_threads(self._threads)
         return self
 
     def stop(self) -> dict[str, dict]:
         self._done.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-        return dict(self.notices)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(30)
+        with self._lock:
+            return dict(self.notices)
 
-    def _loop(self) -> None:
+    def _loop(self, node: str) -> None:
         from gpufleet.remote import Group
 
-        with Group(self.info, connect_timeout=5) as g:
+        with Group(self.info, [node], connect_timeout=5) as g:
             while not self._done.wait(self.every_s):
                 try:
-                    found = read_notices(g)
+                    found = fresh(read_notices(g, timeout=5), self.handled)
                 except Exception:
                     continue
-                if found and not self.notices:
+                if not found:
+                    continue
+                with self._lock:
+                    first = not self.notices
                     self.notices.update(found)
-                    self._terminate(g, found)
-                    return
+                if first:
+                    with Group(self.info, connect_timeout=5) as every:
+                        self._terminate(every, found)
+                return
 
     def _terminate(self, g: Group, found: dict[str, dict]) -> None:
         started = time.time()
@@ -230,14 +287,23 @@ def parse_pids(text: str) -> list[int]:
 
 
 def pack_command(path: str) -> str:
-    """The head's checkpoint folder as base64 of a gzipped tar (empty when there is none)."""
+    """The head's checkpoint folder as base64 of a gzipped tar (empty when there is none);
+    a tar that fails fails the command (a partial archive is never sent)."""
     p = shlex.quote(path)
-    return f"[ -d {p} ] && tar -czf - -C {p} . | base64 | tr -d '\\n'; true"
+    return (
+        f"( [ -d {p} ] || exit 0; t=$(mktemp) || exit 1; "
+        f'tar -czf "$t" -C {p} . && base64 < "$t" | tr -d \'\\n\'; rc=$?; rm -f "$t"; exit $rc )'
+    )
 
 
 def unpack_command(path: str) -> str:
-    p = shlex.quote(path)
-    return f"mkdir -p {p} && tar -xzf - -C {p}"
+    """stdin's archive into `path`, whole or not at all: unpacked next to it, then renamed."""
+    p = shlex.quote(path.rstrip("/"))
+    return (
+        f'( mkdir -p "$(dirname {p})" && t=$(mktemp -d {p}.in.XXXXXX) || exit 1; '
+        f'if tar -xzf - -C "$t"; then rm -rf {p} && mv "$t" {p}; '
+        f'else rc=$?; rm -rf "$t"; exit $rc; fi )'
+    )
 
 
 def decode(packed: str) -> bytes:

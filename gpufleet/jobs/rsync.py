@@ -6,6 +6,7 @@ import itertools
 import re
 import shlex
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,13 +38,17 @@ def _rsync_escape(path: str) -> str:
     return re.sub(r"([*?\[\\])", r"\\\1", path)
 
 
-def rsync_filter(sel: Selection) -> str:
-    """rsync filter rules that send exactly `sel.files`: protect the run folders, drop the rest.
+def rsync_filter(sel: Selection, protect: Sequence[str] = ()) -> str:
+    """rsync filter rules that send exactly `sel.files`: protect the run folders (and the
+    `protect` folders: a run's relative checkpoint folder), drop the rest.
 
     Rules name what is skipped (folders collapsed), not what is sent: rsync matches every
     file against every rule, so a rule per sent file would cost O(files^2).
     """
     lines = [f"P /{RUNS_DIR}/"]
+    # P: never deleted on the head (--delete-excluded); -: never sent from here either
+    lines += [f"P /{_rsync_escape(p)}/" for p in protect]
+    lines += [f"- /{_rsync_escape(p)}/" for p in protect]
     lines += [f"- /{_rsync_escape(s)}" for s in sel.skipped]
     return "\n".join(lines) + "\n"
 
@@ -71,7 +76,9 @@ def client_rsync_argv(
     ]
 
 
-def fanout_script(info: ClusterRecord, changed: bool = True, parallel: int = 64) -> str:
+def fanout_script(
+    info: ClusterRecord, changed: bool = True, parallel: int = 64, protect: Sequence[str] = ()
+) -> str:
     """sh run in the head's workdir: rsync it to every worker, `parallel` at a time.
 
     Prints `FANOUT_MARK node rc bytes-sent` as each worker finishes. The run folders stay
@@ -83,8 +90,10 @@ def fanout_script(info: ClusterRecord, changed: bool = True, parallel: int = 64)
     # What "the same workers" means: their addresses and their host keys, so that a node
     # replaced at the same address (a recovery's new VM) is copied to again.
     keys = [f"{n.name} {n.host_key}" for n in info.nodes[1:]]
+    # excluded, so never deleted on a worker (no --delete-excluded): each node's own
+    keep = "".join(f" --filter={shlex.quote('- /' + _rsync_escape(p) + '/')}" for p in protect)
     one = (
-        f'out=$(rsync -a --whole-file --delete --filter="- /{RUNS_DIR}/" --stats '
+        f'out=$(rsync -a --whole-file --delete --filter="- /{RUNS_DIR}/"{keep} --stats '
         '--rsync-path="mkdir -p $4 && rsync" '
         '-e "$RSH -p $3 -o HostKeyAlgorithms=$5 -o ControlMaster=auto" '
         './ "$2:$4/" 2>&1); rc=$?; '
@@ -173,7 +182,12 @@ def parse_stats(text: str) -> tuple[int, bool]:
 
 
 def rsync_via_head(
-    info: ClusterRecord, root: Path, sel: Selection, progress: Progress, report: SyncReport
+    info: ClusterRecord,
+    root: Path,
+    sel: Selection,
+    progress: Progress,
+    report: SyncReport,
+    protect: Sequence[str] = (),
 ) -> list[str]:
     """This machine -> head, head -> workers; returns the nodes still to copy without rsync."""
     from gpufleet.core import state
@@ -183,7 +197,7 @@ def rsync_via_head(
     control = control_path(cdir)
     filt = cdir / "sync.filter"
     filt.parent.mkdir(parents=True, exist_ok=True)
-    filt.write_text(rsync_filter(sel))
+    filt.write_text(rsync_filter(sel, protect))
     t0 = time.monotonic()
     # Handing the head its keys needs no data: it overlaps the upload.
     prep = start_prepare(info, control)
@@ -210,7 +224,7 @@ def rsync_via_head(
     t1 = time.monotonic()
     results: dict[str, tuple[int, int]] = {}
     unchanged = False
-    script = fanout_script(info, changed)
+    script = fanout_script(info, changed, protect=protect)
     fan = head_run(info, control, script)
     first = fan.stdout.readline()
     if not first and fan.wait() == 255:  # OpenSSH failed before the head ran anything

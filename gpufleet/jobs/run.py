@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shlex
 import threading
 import time
@@ -156,9 +157,20 @@ def _loss(info: ClusterInfo, group: Group, results: dict, lease_until: float) ->
     when = _expired(info, lease_until)
     if when is not None:
         raise NodeExpired(first.node, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
-    lost = NodeLost(first.node, group.lost.get(first.node, "its SSH connection dropped"))
-    lost.at = first.finished  # type: ignore[attr-defined]  # when this side saw it go
+    whys = {r.node: group.lost.get(r.node, "its SSH connection dropped") for r in gone}
+    whys.update({n: w for n, w in group.lost.items() if n not in whys})
+    lost = NodeLost(first.node, whys[first.node])
+    lost.nodes = sorted(whys)  # type: ignore[attr-defined]  # every node lost, not the first
+    lost.whys = whys  # type: ignore[attr-defined]
+    lost.at = _lost_at(first.finished, whys[first.node])  # type: ignore[attr-defined]
     raise lost
+
+
+def _lost_at(seen: float, why: str) -> float:
+    """When the node went: when this side saw it, less the silence that "no answer for N s"
+    waited out (a dropped connection is seen at once)."""
+    m = re.match(r"no answer for (\d+(?:\.\d+)?) s", why)
+    return seen - float(m.group(1)) if m else seen
 
 
 def setup_command(info: ClusterInfo, setup: str) -> str:
@@ -397,6 +409,15 @@ def check_recovery(req: JobRequest, existing: ClusterInfo | None) -> None:
         from gpufleet.core.errors import CannotReplace
 
         raise CannotReplace(name, cloud, ["a lost node"])
+    if rs.max and recover.needs_provider(rs.mode) and existing is not None and spec is None:
+        # attached (a stack made with plain `pulumi up`): no saved spec to make a node from
+        raise SpecError(
+            "recover-mode",
+            f"{rs.mode} needs the spec cluster {name!r} was made from, and it has none "
+            "recorded (attached)",
+            "use --recover-mode restart (the job again on the same nodes once they answer), "
+            "or --recover-mode none",
+        )
 
 
 def container_spec(req: JobRequest, info: ClusterInfo) -> ContainerSpec | None:
@@ -451,37 +472,55 @@ class _Attempts:
         self.boxes: container.RunContainers | None = None
         self.info: ClusterInfo | None = None
         self.notices: dict[str, dict] = {}  # the last attempt's preemption notices
+        self.handled: set[tuple[str, float]] = set()  # notices an earlier recovery handled
+        self.unleased: set[str] = set()  # replaced nodes whose boot lease nobody renews
 
-    def connect(self, info: ClusterInfo) -> Group:
-        """A group for these nodes (a new one after a replacement: addresses, host keys),
-        with the lease keeper moved to it."""
-        if self.group is not None and self.info is info:
+    def connect(self, info: ClusterInfo, fresh: bool = False) -> Group:
+        """A group for these nodes, once every one answers: a new one after any recovery
+        (a replacement's addresses and host keys; the old group's `lost` marks), with the
+        lease keeper moved to it before the old group closes."""
+        if self.group is not None and self.info is info and not fresh:
             return self.group
-        if self.group is not None:
-            self.group.close()
-        self.info, self.group = info, Group(info)
+        old, group = self.group, Group(info)
         started = time.monotonic()
-        # a refused connection on a cluster that already existed: its node is gone
-        lifecycle.wait_ready(
-            self.group, self.progress, self.req.ssh_timeout, refused_fails=not self.created
-        )
+        try:
+            # a refused connection on a cluster that already existed: its node is gone
+            lifecycle.wait_ready(
+                group, self.progress, self.req.ssh_timeout, refused_fails=not self.created
+            )
+        except BaseException:
+            group.close()
+            raise
+        self.info, self.group = info, group
         self.progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
-        if self.created and LEASE in self.group.may_write:
+        if self.created and LEASE in group.may_write:
             if self.lease is None:
-                self.lease = _LeaseKeeper(self.group, self.progress)
+                self.lease = _LeaseKeeper(group, self.progress)
                 self.lease.start()
             else:
-                self.lease.group = self.group
+                self.lease.group = group
                 self.lease.renew()
-        return self.group
+        elif self.unleased and LEASE in group.may_write:
+            # a node made for a cluster this run did not create carries the saved spec's
+            # boot lease, and nothing here renews it: it would remove itself mid-run
+            drop_lease(group.subset(sorted(self.unleased)), info.name, self.progress)
+        self.unleased = set()
+        if old is not None:
+            old.close()
+        return group
 
     def run(self, info: ClusterInfo, restart: int = 0, rec: recover.Recovery | None = None) -> int:
         """One start of the job on every node: 0, or JobFailed / NodeLost as the job ended."""
         from gpufleet.jobs import container
 
         req, progress, stream = self.req, self.progress, self.stream
-        group = self.connect(info)
+        group = self.connect(info, fresh=rec is not None)
         step = time.monotonic()
+        opts, wrap = req.launch, None
+        if opts.checkpoint_dir is None:  # the Python API's RecoverySpec names it too
+            named = recovery_spec(req, info).checkpoint_dir
+            if named:
+                opts = dataclasses.replace(opts, checkpoint_dir=named)
         sync.sync(
             info,
             req.workdir,
@@ -489,14 +528,8 @@ class _Attempts:
             include=req.include,
             exclude=req.exclude,
             progress=progress,
+            protect=synced_around(opts),
         )
-        opts, wrap = req.launch, None
-        if (
-            opts.checkpoint_dir is None
-        ):  # the Python API's RecoverySpec names it, as --checkpoint-dir
-            named = recovery_spec(req, info).checkpoint_dir
-            if named:
-                opts = dataclasses.replace(opts, checkpoint_dir=named)
         if rec is not None:
             opts = dataclasses.replace(opts, restart_count=restart, recovery_reason=rec.reason)
             _copy_checkpoints(info, group, opts, progress)
@@ -552,7 +585,9 @@ class _Attempts:
             rec.restarted_at = time.time()
         watch = None
         if watch_notices(info.cloud):
-            watch = recover.NoticeWatch(info, opts.run_id, progress, group.cancel).start()
+            watch = recover.NoticeWatch(
+                info, opts.run_id, progress, group.cancel, handled=self.handled
+            ).start()
         try:
             with launch.rendezvous(group, info, opts, wrap):
                 results = group.run(
@@ -594,8 +629,11 @@ class _Attempts:
         sub = self.group.subset(survivors)
         found = sub.run(recover.leftovers_command(run_id, kill=True), check=False, timeout=60)
         left = {n: p for n, r in found.items() if (p := recover.parse_pids(r.stdout))}
-        if left:
-            raise recover.LeftoverRanks(run_id, left)
+        # a survivor that did not answer the check is not clean: its ranks may still run
+        silent = {n: r.error or f"exit {r.exit_code}" for n, r in found.items() if not r.ok}
+        silent.update({n: "no result" for n in survivors if n not in found})
+        if left or silent:
+            raise recover.LeftoverRanks(run_id, left, silent)
         self.progress(f"no rank of run {run_id} left on {', '.join(survivors)}")
 
     def close(self, info: ClusterInfo) -> None:
@@ -612,14 +650,26 @@ class _Attempts:
             group.close()
 
 
+def synced_around(opts: LaunchOptions) -> list[str]:
+    """The workdir folders a sync must neither overwrite nor delete: a relative checkpoint
+    folder outside the run folders (those are never synced)."""
+    ckpt = launch.checkpoint_dir(opts)
+    if launch.is_url(ckpt) or ckpt.startswith(("/", "~")):
+        return []
+    rel = os.path.normpath(ckpt)
+    if rel in (".", "") or rel.startswith("..") or rel.split("/")[0] == sync.RUNS_DIR:
+        return []
+    return [rel]
+
+
 def _copy_checkpoints(
     info: ClusterInfo, group: Group, opts: LaunchOptions, progress: Progress
 ) -> None:
     """The head's checkpoint folder onto every other node before a restart (a new node has
     none, a survivor an older one); a URL is the job's own to read."""
     ckpt = launch.checkpoint_dir(opts)
-    if launch.is_url(ckpt) or len(info.nodes) < 2:
-        return
+    if not synced_around(opts) and opts.checkpoint_dir is not None or len(info.nodes) < 2:
+        return  # a URL or an absolute path (a shared filesystem): the job's own to read
     started = time.monotonic()
     head = info.head.name
     out = group.subset([head]).run(recover.pack_command(ckpt), what="checkpoint")[head]
@@ -627,6 +677,11 @@ def _copy_checkpoints(
     if not data:
         progress(f"no checkpoint on {head} ({ckpt}): the job starts from scratch")
         return
+    if len(data) > recover.CHECKPOINT_WARN_BYTES:
+        progress(
+            f"the checkpoint folder of {head} is {len(data) / 2**30:.1f} GiB packed, copied "
+            "through this machine: a bucket URL as --checkpoint-dir is the way for this size"
+        )
     others = [n.name for n in info.nodes if n.name != head]
     group.subset(others).run(recover.unpack_command(ckpt), stdin=data, what="checkpoint")
     progress(
@@ -635,14 +690,18 @@ def _copy_checkpoints(
     )
 
 
-def _notices(group: Group | None, nodes: list[str], seen: dict[str, dict]) -> dict[str, dict]:
+def _notices(
+    att: _Attempts, info: ClusterInfo, nodes: list[str], seen: dict[str, dict]
+) -> dict[str, dict]:
     """The preemption notices of the attempt that ended: those its watch saw, and those
-    the nodes that still answer have now (a node the cloud took already tells nothing)."""
+    the nodes that still answer have now (a node the cloud took already tells nothing),
+    less those an earlier recovery handled."""
     out = dict(seen)
-    if group is not None and nodes and (watch_notices() or seen):
+    alive = [n for n in nodes if att.group is not None and n not in att.group.lost]
+    if att.group is not None and alive and (watch_notices(info.cloud) or seen):
         with contextlib.suppress(Exception):
-            out.update(recover.read_notices(group.subset(nodes)))
-    return out
+            out.update(recover.read_notices(att.group.subset(alive), timeout=10))
+    return recover.fresh(out, att.handled)
 
 
 def watch_notices(cloud: str = "") -> bool:
@@ -651,67 +710,110 @@ def watch_notices(cloud: str = "") -> bool:
     return bool((cloud and traits(cloud).notices) or os.environ.get("GPUFLEET_SANDBOX_METADATA"))
 
 
+def _confirm(
+    info: ClusterInfo, provisioner: Any, nodes: list[str], progress: Progress
+) -> dict[str, tuple[bool, str]]:
+    """Each lost node confirmed (recover.confirm_lost) at the same time: node -> (lost, why)."""
+    status: dict[str, str] | None = None
+    status_error: BaseException | None = None
+    status_lock = threading.Lock()
+
+    def provider_status() -> dict[str, str]:  # asked once for every node
+        nonlocal status, status_error
+        with status_lock:
+            if status is None and status_error is None:
+                try:
+                    status = provisioner.status(info)
+                except Exception as e:
+                    status_error = e
+            if status_error is not None:
+                raise status_error
+            assert status is not None
+            return status
+
+    def answers(names: list[str]) -> bool:
+        for name in names:
+            try:
+                with Group(info, [name], connect_timeout=5) as g:
+                    if g.run("true", check=False, timeout=10)[name].ok:
+                        return True
+            except Exception:
+                continue
+        return False
+
+    others = [n.name for n in info.nodes if n.name not in nodes]
+    out: dict[str, tuple[bool, str]] = {}
+
+    def one(node: str) -> None:
+        started = time.monotonic()
+        progress(f"{node}: confirming the loss (provider's view, fresh SSH connections)")
+        try:
+            out[node] = recover.confirm_lost(
+                node,
+                provider_status,
+                lambda: answers([node]),
+                others_answer=(lambda: answers(others)) if others else None,
+            )
+        except Exception as e:
+            out[node] = False, f"not confirmed: {type(e).__name__}: {e}"
+        ok, why = out[node]
+        progress(
+            f"{node} {'lost' if ok else 'not lost'}: {why} ({time.monotonic() - started:.1f}s)"
+        )
+
+    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
+    start_threads(threads)
+    for t in threads:
+        t.join()
+    return out
+
+
 def _recover(
     att: _Attempts,
     info: ClusterInfo,
     end: recover.Ending,
     spec: RecoverySpec,
-    attempt: int,
+    rec: recover.Recovery,
     progress: Progress,
-) -> tuple[ClusterInfo, recover.Recovery]:
-    """Confirm the loss, stop and prove gone the old ranks, replace what the mode says:
-    the cluster the next attempt runs on, and the recovery's record so far."""
+) -> ClusterInfo:
+    """Confirm every lost node, stop and prove gone the old ranks, replace what the mode
+    says: the cluster the next attempt runs on. `rec` (made by the caller, recorded however
+    this ends) gets the mode, the nodes and each step's time as it happens."""
     from gpufleet.provision import for_cloud
 
     req = att.req
-    detected = time.time()
     names = [n.name for n in info.nodes]
     provisioner = for_cloud(info.cloud, **req.provision_options)
-    confirmed, why = True, end.reason
+    confirmed = list(end.nodes)
     if end.cause == "lost":
-        node = end.nodes[0]
-        started = time.monotonic()
-        progress(f"{node}: confirming the loss (provider's view, fresh SSH connections)")
-
-        def answers() -> bool:
-            try:
-                with Group(info, [node], connect_timeout=5) as g:
-                    return g.run("true", check=False, timeout=10)[node].ok
-            except Exception:
-                return False
-
-        confirmed, why = recover.confirm_lost(node, lambda: provisioner.status(info), answers)
-        progress(
-            f"{node} {'lost' if confirmed else 'not lost'}: {why} "
-            f"({time.monotonic() - started:.1f}s)"
-        )
-    mode = recover.decide(end, spec, names, confirmed)
-    nodes = recover.targets(mode, end, names)
-    reason = end.reason if confirmed else f"{end.reason}; {why}: restarted on the same nodes"
-    rec = recover.Recovery(
-        attempt=attempt,
-        cause=end.cause,
-        reason=reason,
-        mode=mode,
-        nodes=nodes,
-        lost_at=end.lost_at,
-        detected_at=detected,
-    )
+        found = _confirm(info, provisioner, list(end.nodes), progress)
+        confirmed = [n for n in end.nodes if found[n][0]]
+        doubt = [f"{n}: {found[n][1]}" for n in end.nodes if not found[n][0]]
+        if doubt:
+            rec.reason = f"{end.reason}; not lost ({'; '.join(doubt)})" + (
+                "" if confirmed else ": restarted on the same nodes"
+            )
+    mode = recover.decide(end, spec, names, bool(confirmed))
+    nodes = recover.targets(mode, dataclasses.replace(end, nodes=confirmed), names)
+    rec.mode, rec.nodes = mode, nodes
     recover.check_replaces(info, mode, nodes, traits(info.cloud).replaces)
     step = time.monotonic()
     gone = set(nodes) if recover.needs_provider(mode) and end.cause != "exit" else set()
-    gone |= set(end.nodes) if confirmed and end.cause == "lost" else set()
+    gone |= set(confirmed) if end.cause == "lost" else set()
     att.stop_old_ranks([n for n in names if n not in gone], req.launch.run_id)
-    progress(f"recovery {attempt}: old ranks stopped in {time.monotonic() - step:.1f}s")
+    progress(f"recovery {rec.attempt}: old ranks stopped in {time.monotonic() - step:.1f}s")
+    att.handled |= {recover.notice_key(n, v) for n, v in end.notices.items()}
     if recover.needs_provider(mode):
         step = time.monotonic()
-        progress(f"recovery {attempt}: replacing {', '.join(nodes)} ({end.cause})")
+        progress(f"recovery {rec.attempt}: replacing {', '.join(nodes)} ({end.cause})")
         info = provisioner.replace(info, nodes, progress)
+        rec.provisioned_at = time.time()  # only where a provider made nodes
+        if not att.created:
+            att.unleased |= set(nodes)
         progress(
-            f"recovery {attempt}: {', '.join(nodes)} replaced in {time.monotonic() - step:.1f}s"
+            f"recovery {rec.attempt}: {', '.join(nodes)} replaced in {time.monotonic() - step:.1f}s"
         )
-    rec.provisioned_at = time.time()
-    return info, rec
+    return info
 
 
 def _job(
@@ -724,10 +826,24 @@ def _job(
     on_recovery: OnRecovery | None = None,
 ) -> int:
     """The job's attempts on its cluster: the first, then after each lost or preempted node
-    (or a rank's --recover-on-exit code) a recovery and the next, while the spec allows."""
+    (or a rank's --recover-on-exit code) a recovery and the next, while the spec allows.
+    Every recovery started is recorded, the ones that failed too (their missing steps null);
+    one that fails ends the run as the loss would have (RecoveryFailed, exit 5)."""
     spec = recovery_spec(req, info)
+    ckpt = req.launch.checkpoint_dir or spec.checkpoint_dir
+    if (
+        spec.max
+        and spec.mode == "relaunch"
+        and not (ckpt and (launch.is_url(ckpt) or ckpt[0] == "/"))
+    ):
+        progress(
+            "--recover-mode relaunch replaces the head too: its checkpoint folder goes with it "
+            "and the job starts again from scratch; give --checkpoint-dir a bucket URL or a "
+            "shared filesystem's path to resume"
+        )
     att = _Attempts(req, progress, stream, created, on_image)
-    attempt, rec = 0, None
+    attempt = 0
+    rec: recover.Recovery | None = None
 
     def ended(r: recover.Recovery | None) -> None:
         if r is not None:
@@ -744,7 +860,7 @@ def _job(
                 rec = None
                 if spec.max == 0 or spec.mode == "none":
                     raise
-                notices = _notices(att.group, [n.name for n in info.nodes], att.notices)
+                notices = _notices(att, info, [n.name for n in info.nodes], att.notices)
                 end = recover.ending(e, notices, spec, getattr(e, "at", time.time()))
                 if end is None:
                     raise
@@ -753,7 +869,24 @@ def _job(
                     raise
                 attempt += 1
                 progress(f"recovery {attempt} of {spec.max}: {end.reason}")
-                info, rec = _recover(att, info, end, spec, attempt, progress)
+                rec = recover.Recovery(
+                    attempt=attempt,
+                    cause=end.cause,
+                    reason=end.reason,
+                    mode=spec.mode,
+                    nodes=list(end.nodes),
+                    lost_at=end.lost_at,
+                    detected_at=time.time(),
+                )
+                try:
+                    info = _recover(att, info, end, spec, rec, progress)
+                except (Interrupted, KeyboardInterrupt):
+                    raise  # recorded in `finally`, the run ends with the signal's code
+                except Exception as fail:
+                    rec.reason = f"{rec.reason}; failed: {type(fail).__name__}: {fail}"
+                    ended(rec)
+                    rec = None
+                    raise recover.RecoveryFailed(end, attempt, fail) from fail
                 continue
             ended(rec)
             rec = None

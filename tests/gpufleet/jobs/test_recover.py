@@ -103,15 +103,49 @@ def test_a_slow_node_that_answers_within_the_window_is_not_lost():
     assert not ok and "answered again" in why and len(tries) == 4
 
 
-def test_a_node_that_never_answers_is_lost_after_the_window_even_without_provider():
+def test_a_silent_node_is_lost_only_when_another_node_answers_meanwhile():
+    """Provider view unavailable, or "running": silence alone may be this machine's own
+    connection, so a loss needs another node answering (the client's path works)."""
+
     def broken() -> dict[str, str]:
         raise RuntimeError("the provider API is down")
 
+    for status in (broken, lambda: {"node-1": "running"}):
+        clock = _Clock()
+        ok, why = recover.confirm_lost(
+            "node-1",
+            status,
+            lambda: False,
+            sleep=clock.sleep,
+            clock=clock.now,
+            others_answer=lambda: True,
+        )
+        assert ok and clock.t >= recover.CONFIRM_S and "another node answers" in why
+        clock = _Clock()
+        ok, why = recover.confirm_lost(
+            "node-1",
+            status,
+            lambda: False,
+            sleep=clock.sleep,
+            clock=clock.now,
+            others_answer=lambda: False,
+        )
+        assert not ok and "nothing is replaced" in why
     clock = _Clock()
     ok, why = recover.confirm_lost(
-        "node-1", broken, lambda: False, sleep=clock.sleep, clock=clock.now
+        "node-1",
+        broken,
+        lambda: False,
+        sleep=clock.sleep,
+        clock=clock.now,
+        others_answer=lambda: True,
     )
-    assert ok and clock.t >= recover.CONFIRM_S and "provider view unavailable" in why
+    assert ok and "provider view unavailable" in why
+    clock = _Clock()
+    ok, _why = recover.confirm_lost(  # a single node: nobody to ask, never replaced on silence
+        "node-0", broken, lambda: False, sleep=clock.sleep, clock=clock.now
+    )
+    assert not ok
 
 
 def test_leftovers_command_finds_and_kills_only_this_runs_processes():
@@ -209,3 +243,35 @@ def test_run_refuses_a_replacing_recovery_on_ssh_hosts_before_anything_starts(mo
         job.check_recovery(req("replace"), info)
     assert "--recover-mode restart" in (refused.value.hint or "")
     job.check_recovery(req("restart"), info)
+
+
+def test_checkpoint_copy_fails_whole_and_replaces_whole(tmp_path):
+    """Real tar/bash: an unreadable folder fails the pack (no partial archive); a bad
+    archive leaves the node's folder as it was; a good one replaces it (no stale files)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "ckpt.pt").write_bytes(b"step 40")
+    dst.mkdir()
+    (dst / "old.pt").write_bytes(b"step 10")
+    bad = subprocess.run(["bash", "-c", recover.unpack_command(str(dst))], input=b"not a tar")
+    assert bad.returncode != 0 and (dst / "old.pt").read_bytes() == b"step 10"
+    assert [p.name for p in tmp_path.iterdir() if ".in." in p.name] == []
+    out = subprocess.run(
+        ["bash", "-c", recover.pack_command(str(src))], capture_output=True, text=True, check=True
+    )
+    subprocess.run(
+        ["bash", "-c", recover.unpack_command(str(dst) + "/")],
+        input=recover.decode(out.stdout),
+        check=True,
+    )
+    assert sorted(p.name for p in dst.iterdir()) == ["ckpt.pt"]
+    if os.geteuid() != 0:
+        (src / "secret").write_bytes(b"x")
+        (src / "secret").chmod(0)
+        try:
+            failed = subprocess.run(
+                ["bash", "-c", recover.pack_command(str(src))], capture_output=True, text=True
+            )
+            assert failed.returncode != 0 and failed.stdout == ""
+        finally:
+            (src / "secret").chmod(0o600)

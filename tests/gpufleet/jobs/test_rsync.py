@@ -96,3 +96,81 @@ def test_fanout_copies_again_to_a_worker_replaced_at_the_same_address(tmp_path):
     info.nodes[1].host_key = "ssh-ed25519 AAAAnewnode1"
     assert not unchanged(info)
     assert unchanged(info)
+
+
+def test_a_relative_checkpoint_folder_survives_the_restarts_sync(tmp_path):
+    """Real rsync (this machine -> a local "head", then "head" -> a local "worker" with the
+    fan-out's flags) and the real prune command: the checkpoint folder a run names relative
+    to its workdir is neither deleted nor overwritten (issue 22: it was, before the copy)."""
+    from gpufleet.jobs import sync
+
+    src, head, worker = tmp_path / "src", tmp_path / "head", tmp_path / "worker"
+    src.mkdir()
+    (src / "train.py").write_text("x")
+    (src / "ckpt").mkdir()
+    (src / "ckpt" / "ckpt.pt").write_text("this machine's stale copy")
+    for d in (head, worker):
+        (d / "ckpt").mkdir(parents=True)
+        (d / "ckpt" / "ckpt.pt").write_text(f"{d.name}'s step 40")
+    sel = syncfiles.Selection(["train.py"], [])
+    filt = tmp_path / "filter"
+    filt.write_text(rsync.rsync_filter(sel, ["ckpt"]))
+    subprocess.run(
+        ["rsync", "-a", "--delete", "--delete-excluded", f"--filter=merge {filt}", f"{src}/", head],
+        check=True,
+    )
+    assert (head / "ckpt" / "ckpt.pt").read_text() == "head's step 40"
+    assert (head / "train.py").exists()
+    script = rsync.fanout_script(
+        SimpleNamespace(nodes=[], name="c"),
+        protect=["ckpt"],  # type: ignore[arg-type]
+    )
+    assert "- /ckpt/" in script  # the fan-out's own rsync line carries the same rule
+    subprocess.run(
+        [
+            "rsync",
+            "-a",
+            "--delete",
+            "--filter=- /.gpufleet/",
+            "--filter=- /ckpt/",
+            f"{head}/",
+            worker,
+        ],
+        check=True,
+    )
+    assert (worker / "ckpt" / "ckpt.pt").read_text() == "worker's step 40"
+    # the paramiko path: a tar of the selection, then everything the manifest lacks removed
+    (worker / "stale.py").write_text("gone")
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(src / "train.py", arcname="train.py")
+        data = syncfiles.manifest(sel)
+        ti = tarfile.TarInfo(".gpufleet/manifest")
+        ti.size = len(data)
+        tar.addfile(ti, io.BytesIO(data))
+    subprocess.run(
+        ["bash", "-c", sync.prune_command(["ckpt"])], cwd=worker, input=buf.getvalue(), check=True
+    )
+    assert not (worker / "stale.py").exists()
+    assert (worker / "ckpt" / "ckpt.pt").read_text() == "worker's step 40"
+    subprocess.run(
+        ["bash", "-c", sync.prune_command()], cwd=worker, input=buf.getvalue(), check=True
+    )
+    assert not (worker / "ckpt").exists()  # unprotected, as before the fix
+
+
+def test_only_a_relative_checkpoint_folder_outside_the_run_folders_is_protected():
+    from gpufleet.jobs.launch import LaunchOptions
+    from gpufleet.jobs.run import synced_around
+
+    def around(ckpt):
+        return synced_around(
+            LaunchOptions(launcher="none", command=["x"], run_id="r1", checkpoint_dir=ckpt)
+        )
+
+    assert around("ckpt/") == ["ckpt"] and around("./out/ck") == ["out/ck"]
+    assert around(None) == [] and around("/shared/ck") == [] and around("s3://b/k") == []
+    assert around("../up") == []
