@@ -459,7 +459,8 @@ class _Attempts:
             return self.group
         if self.group is not None:
             self.group.close()
-        self.info, self.group = info, Group(info)
+        marker = f"GPUFLEET_RUN_ID={self.req.launch.run_id}"  # cancel() ends the ranks too
+        self.info, self.group = info, Group(info, kill_marker=marker)
         started = time.monotonic()
         # a refused connection on a cluster that already existed: its node is gone
         lifecycle.wait_ready(
