@@ -82,8 +82,10 @@ def kill_group_command(pid: int, grace_s: float = 5.0, marker: str | None = None
         marked_command(marker)
         + group
         + 'l=$(scan); [ -n "$l" ] || exit 0; kill -TERM $l 2>/dev/null; i=0; '
-        + f'while [ $i -lt {steps} ]; do l=$(scan); [ -n "$l" ] || exit 0; '
-        + "sleep 0.1; i=$((i+1)); done; kill -KILL $l 2>/dev/null; exit 0"
+        # a scan forks per process: waited on with kill -0, scanned again only for the KILL
+        + f"while [ $i -lt {steps} ]; do a=; for q in $l; do kill -0 $q 2>/dev/null && a=1; "
+        + 'done; [ -n "$a" ] || exit 0; sleep 0.1; i=$((i+1)); done; '
+        + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; exit 0'
     )
 
 
