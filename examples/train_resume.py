@@ -25,6 +25,7 @@ Rank 0 prints `step K t=<epoch>` after each step and last
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import hashlib
 import os
@@ -57,6 +58,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ckpt-every", type=int, default=10, help="rank 0 saves every K steps")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument(
+        "--pg-timeout", type=float, default=300.0, help="collective timeout (s): a vanished peer"
+    )
     # a rank's crash, for tests of `run --recover-on-exit`: only on the first start
     p.add_argument("--fail-at-step", type=int, default=None, help="after this step, on the ...")
     p.add_argument("--fail-rank", type=int, default=0, help="... global rank, exit with ...")
@@ -138,7 +142,7 @@ def main() -> int:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     ckpt_dir = os.environ.get("GPUFLEET_CHECKPOINT_DIR") or "checkpoints"
     restart_count = int(os.environ.get("GPUFLEET_RESTART_COUNT") or 0)

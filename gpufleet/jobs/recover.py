@@ -15,6 +15,7 @@ from gpufleet.components.clusterinfo import ClusterInfo
 from gpufleet.components.clusterspec import RecoverySpec
 from gpufleet.core.errors import GpufleetError, JobFailed, NodeLost
 from gpufleet.core.signals import start_threads
+from gpufleet.remote.commands import marked_command
 
 if TYPE_CHECKING:
     from gpufleet.remote import Group
@@ -174,16 +175,7 @@ def confirm_lost(
 def leftovers_command(run_id: str, kill: bool, sig: str = "KILL") -> str:
     """PIDs on a node whose environment holds GPUFLEET_RUN_ID=run_id (sent `sig` first, with
     kill); on the sandbox only this node's (GPUFLEET_SANDBOX / GPUFLEET_NODE as the session's)."""
-    want = shlex.quote(f"GPUFLEET_RUN_ID={run_id}")
-    scan = (
-        f'scan() {{ for p in /proc/[0-9]*; do q=${{p#/proc/}}; [ "$q" = $$ ] && continue; '
-        f'e=$(tr "\\0" "\\n" < "$p/environ" 2>/dev/null) || continue; '
-        f"printf '%s\\n' \"$e\" | grep -qxF {want} || continue; "
-        'if [ -n "${GPUFLEET_NODE:-}" ]; then '
-        'printf \'%s\\n\' "$e" | grep -qxF "GPUFLEET_NODE=$GPUFLEET_NODE" || continue; '
-        'printf \'%s\\n\' "$e" | grep -qxF "GPUFLEET_SANDBOX=$GPUFLEET_SANDBOX" || continue; fi; '
-        'echo "$q"; done; }; '
-    )
+    scan = marked_command(f"GPUFLEET_RUN_ID={run_id}")
     if not kill:
         return scan + "scan; true"
     if sig != "KILL":  # a signal the ranks handle: sent once, nothing waited for

@@ -481,7 +481,8 @@ class _Attempts:
         lease keeper moved to it before the old group closes."""
         if self.group is not None and self.info is info and not fresh:
             return self.group
-        old, group = self.group, Group(info)
+        marker = f"GPUFLEET_RUN_ID={self.req.launch.run_id}"  # cancel() ends the ranks too
+        old, group = self.group, Group(info, kill_marker=marker)
         started = time.monotonic()
         try:
             # a refused connection on a cluster that already existed: its node is gone

@@ -44,16 +44,48 @@ SESSION_WATCH = (
 )
 
 
-def kill_group_command(pid: int, grace_s: float = 5.0) -> str:
+def marked_command(marker: str) -> str:
+    """Shell defining `scan`: the PIDs (not this shell's) whose environment holds the line
+    `marker` (e.g. GPUFLEET_RUN_ID=<id>); on the sandbox only this node's, those whose
+    GPUFLEET_SANDBOX / GPUFLEET_NODE are the session's. Other users' /proc/PID/environ is
+    unreadable, so only the SSH user's own processes are found."""
+    want = shlex.quote(marker)
+    return (
+        f'scan() {{ for p in /proc/[0-9]*; do q=${{p#/proc/}}; [ "$q" = $$ ] && continue; '
+        f'e=$(tr "\\0" "\\n" < "$p/environ" 2>/dev/null) || continue; '
+        f"printf '%s\\n' \"$e\" | grep -qxF {want} || continue; "
+        'if [ -n "${GPUFLEET_NODE:-}" ]; then '
+        'printf \'%s\\n\' "$e" | grep -qxF "GPUFLEET_NODE=$GPUFLEET_NODE" || continue; '
+        'printf \'%s\\n\' "$e" | grep -qxF "GPUFLEET_SANDBOX=$GPUFLEET_SANDBOX" || continue; fi; '
+        'echo "$q"; done; }; '
+    )
+
+
+def kill_group_command(pid: int, grace_s: float = 5.0, marker: str | None = None) -> str:
     """TERM the process group, wait for it to go (up to grace_s), then KILL it.
 
+    marker: then also TERM every process whose environment holds it, wait up to grace_s,
+    KILL those left. torchrun's agent starts its ranks in sessions of their own, so the group
+    kill misses them, and the agent KILLed before its own shutdown leaves them running (and
+    holding the SSH session's output) while they wait on a peer that vanished.
     `kill -SIG -PGID` without `--`: dash's builtin kill rejects `--`.
     """
     steps = int(grace_s / 0.1)
+    group = (
+        f"if kill -TERM -{pid} 2>/dev/null; then i=0; "
+        f"while [ $i -lt {steps} ] && kill -0 -{pid} 2>/dev/null; do sleep 0.1; i=$((i+1)); done; "
+        f"kill -KILL -{pid} 2>/dev/null; fi; "
+    )
+    if not marker:
+        return group + "exit 0"
     return (
-        f"kill -TERM -{pid} 2>/dev/null || exit 0; i=0; "
-        f"while [ $i -lt {steps} ]; do kill -0 -{pid} 2>/dev/null || exit 0; "
-        f"sleep 0.1; i=$((i+1)); done; kill -KILL -{pid} 2>/dev/null; exit 0"
+        marked_command(marker)
+        + group
+        + 'l=$(scan); [ -n "$l" ] || exit 0; kill -TERM $l 2>/dev/null; i=0; '
+        # a scan forks per process: waited on with kill -0, scanned again only for the KILL
+        + f"while [ $i -lt {steps} ]; do a=; for q in $l; do kill -0 $q 2>/dev/null && a=1; "
+        + 'done; [ -n "$a" ] || exit 0; sleep 0.1; i=$((i+1)); done; '
+        + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; exit 0'
     )
 
 

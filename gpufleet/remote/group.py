@@ -45,8 +45,12 @@ class Group:
         connect_timeout: float = 10.0,
         max_workers: int | None = None,
         share: Group | None = None,
+        kill_marker: str | None = None,
     ):
         self.info = info
+        # cancel() also ends every process of the user whose environment holds this line
+        # (e.g. GPUFLEET_RUN_ID=<id>): ranks started in sessions of their own (torchrun's)
+        self.kill_marker = kill_marker
         self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
         self.connect_timeout = connect_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
@@ -71,7 +75,13 @@ class Group:
 
     def subset(self, nodes: list[str]) -> Group:
         """A group of some of these nodes on the same connections (close() leaves them open)."""
-        return Group(self.info, nodes, connect_timeout=self.connect_timeout, share=self)
+        return Group(
+            self.info,
+            nodes,
+            connect_timeout=self.connect_timeout,
+            share=self,
+            kill_marker=self.kill_marker,
+        )
 
     def __enter__(self) -> Group:
         return self
@@ -396,7 +406,7 @@ class Group:
             return
         try:
             chan = self._transport(node).open_session(timeout=self.connect_timeout)
-            chan.exec_command(kill_group_command(pid, grace_s))
+            chan.exec_command(kill_group_command(pid, grace_s, self.kill_marker))
             chan.recv_exit_status()
             chan.close()
         except Exception:
@@ -409,7 +419,7 @@ class Group:
         if running:
             # not self._pool: its workers are the ones blocked on the commands being killed
             pool = ThreadPoolExecutor(max_workers=len(running))
-            wait([pool.submit(self._kill, n, grace_s) for n in running], timeout=grace_s + 10)
+            wait([pool.submit(self._kill, n, grace_s) for n in running], timeout=2 * grace_s + 15)
             pool.shutdown(wait=False)
 
     def write_lease(self, seconds: float | None, timeout: float = 20.0) -> dict[str, str | None]:

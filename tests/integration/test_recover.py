@@ -156,7 +156,8 @@ def figures(test: str, r: dict | None, event_at: float | None, err: str, **more:
             nodes=r["nodes"],
             detect_s=span(event_at, r["detected_at"]),
             provision_s=span(r["detected_at"], r["provisioned_at"]),
-            sync_s=span(r["provisioned_at"], r["synced_at"]),
+            # restart mode provisions nothing: sync counts from the detection (old ranks stopped)
+            sync_s=span(r["provisioned_at"] or r["detected_at"], r["synced_at"]),
             restart_s=span(r["synced_at"], first_t),
             first_step_after_restart=first_k,
             last_step_before_restart=last_before,
@@ -203,7 +204,8 @@ def test_a_killed_node_is_replaced_and_the_job_resumes(gpufleet_home, tmp_path, 
     fig = figures("killed", r, killed_at, err, last_step_before_event=max(before))
     print(
         f"kill -> first step after the restart: {fig['total_s']:.1f}s (detect "
-        f"{fig['detect_s']:.1f}s, provision {fig['provision_s']:.1f}s, sync {fig['sync_s']:.1f}s, "
+        f"{fig['detect_s']:.1f}s, provision {fig['provision_s'] or 0:.1f}s (none: same nodes), "
+        f"sync {fig['sync_s']:.1f}s, "
         f"restart {fig['restart_s']:.1f}s); last step before the kill {max(before)}, resumed at "
         f"{after[0][0]}, steps lost {fig['steps_lost']}; sha256 {done.group(2)[:16]} == "
         "uninterrupted"

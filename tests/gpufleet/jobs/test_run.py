@@ -150,7 +150,7 @@ def _container_job(monkeypatch, tmp_path, gate):
     monkeypatch.setattr(signals._shielded, "on", False, raising=False)  # _job leaves it up
     info = clusters.cluster(n=2)
     group, boxes, said = JobGroup(info), Boxes(), []
-    monkeypatch.setattr(job, "Group", lambda _info: group)
+    monkeypatch.setattr(job, "Group", lambda _info, **_kw: group)
     monkeypatch.setattr(job.lifecycle, "wait_ready", lambda *a, **k: None)
     monkeypatch.setattr(job.sync, "sync", lambda *a, **k: None)
     monkeypatch.setattr(container, "start", lambda *a, **k: boxes)
