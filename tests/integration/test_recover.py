@@ -327,9 +327,9 @@ def test_a_rank_exit_code_restarts_on_the_same_nodes(gpufleet_home, tmp_path, un
     fig = figures("exit", r, float(failed.group(3)), err, exit_code=FAIL_CODE)
     print(
         f"rank exit {FAIL_CODE} -> first step after the restart: {fig['total_s']:.1f}s (detect "
-        f"{fig['detect_s']:.1f}s, provision {fig['provision_s']:.1f}s, sync {fig['sync_s']:.1f}s, "
-        f"restart {fig['restart_s']:.1f}s); resumed at {fig['first_step_after_restart']}, "
-        f"steps lost {fig['steps_lost']}; same nodes; sha256 == uninterrupted"
+        f"{fig['detect_s']:.1f}s, stop and sync {fig['sync_s']:.1f}s (same nodes: nothing "
+        f"provisioned), restart {fig['restart_s']:.1f}s); resumed at "
+        f"{fig['first_step_after_restart']}, lost {fig['steps_lost']}; sha256 as uninterrupted"
     )
     assert not wait_no_leaks(gpufleet_home, name)
 
