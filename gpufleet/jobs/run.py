@@ -490,7 +490,8 @@ class _Attempts:
                 group, self.progress, self.req.ssh_timeout, refused_fails=not self.created
             )
         except BaseException:
-            group.close()
+            with shielded():  # a signal here is raised after the cluster's teardown, as below
+                group.close()
             raise
         self.info, self.group = info, group
         self.progress(f"SSH ready on {len(info.nodes)} nodes in {time.monotonic() - started:.1f}s")
