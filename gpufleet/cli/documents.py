@@ -127,7 +127,6 @@ def run(
     fields = record.as_dict()
     fields["image"] = fields.get("image") or image
     fields["digests"] = dict(fields.get("digests") or {})
-    fields["recoveries"] = list(fields.get("recoveries") or [])
     return envelope("run", **fields, created=created, instance_type=instance_type)
 
 

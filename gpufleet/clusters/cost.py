@@ -94,8 +94,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
             from gpufleet.clusters.plan import price_estimate
 
             # the rate it is billed at: spot where the catalog has a spot price (as `plan`)
-            zones = spec.zones or [spec.zone or ""]
-            billed = price_estimate(it, spec.nodes, spec.spot, zones=zones)
+            billed = price_estimate(it, spec.nodes, spec.spot, zones=spec.zone_choices)
             price = billed["price_per_node_hour"]
             dated = {
                 "budget_price_per_node_hour": billed["budget_price_per_node_hour"],

@@ -226,7 +226,7 @@ def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -
             if spec.expires_at is None
             else spec.expires_at
         ),
-        **price_estimate(it, spec.nodes, spec.spot, zones=spec.zones or [spec.zone or ""]),
+        **price_estimate(it, spec.nodes, spec.spot, zones=spec.zone_choices),
         # Offline: a stand-in's answer or none, said as such (components/offers.py).
         "availability": built[0].availability.as_dict(),
         # The account's facts (components/validators.py): skipped offline, with the reason.

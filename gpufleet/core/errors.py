@@ -215,7 +215,14 @@ class NodeLost(GpufleetError):
 
     exit_code = ExitCode.NODE_FAILED
 
-    def __init__(self, node: str, why: str):
+    def __init__(
+        self,
+        node: str,
+        why: str,
+        *,
+        whys: dict[str, str] | None = None,
+        at: float | None = None,
+    ):
         super().__init__(
             f"{node} lost: {why}; the job was stopped on the other nodes",
             hint="the node may be gone or unreachable; check `gpufleet status`, "
@@ -223,6 +230,12 @@ class NodeLost(GpufleetError):
         )
         self.node = node
         self.why = why
+        self.whys = whys or {node: why}  # every node lost with it (node -> why)
+        self.at = at  # when the first went (epoch seconds), if known
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(self.whys)
 
 
 class NodeExpired(GpufleetError):

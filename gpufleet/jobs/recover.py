@@ -100,16 +100,14 @@ def ending(
         first = min(float(v.get("noticed_at") or now) for v in notices.values())
         return Ending("preempted", nodes, f"preemption notice ({kinds})", first, dict(notices))
     if isinstance(exc, NodeLost):
-        nodes = list(getattr(exc, "nodes", None) or [exc.node])
-        why = dict(getattr(exc, "whys", None) or {exc.node: exc.why})
-        reason = "; ".join(f"{n} lost: {why.get(n, exc.why)}" for n in nodes)
-        return Ending("lost", nodes, reason, now)
+        reason = "; ".join(f"{n} lost: {w}" for n, w in sorted(exc.whys.items()))
+        return Ending("lost", exc.nodes, reason, now)
     if isinstance(exc, JobFailed) and exc.code in spec.on_exit:
         return Ending("exit", [exc.node], f"{exc.node} exited {exc.code} (--recover-on-exit)", now)
     return None
 
 
-def decide(end: Ending, spec: RecoverySpec, all_nodes: list[str], confirmed: bool) -> str:
+def decide(end: Ending, spec: RecoverySpec, confirmed: bool) -> str:
     """The mode of this recovery: a rank's exit, or a node that answers again, restarts on
     the same nodes; otherwise the spec's mode (replace: the ended nodes; relaunch: all)."""
     if end.cause == "exit" or not confirmed:
@@ -320,9 +318,10 @@ def spec_for(req_spec: RecoverySpec | None, recorded: RecoverySpec | None) -> Re
     return req_spec or recorded or RecoverySpec()
 
 
-def check_replaces(info: ClusterInfo, mode: str, nodes: list[str], replaces: bool) -> None:
-    """Refuse before anything is created where the provider makes no other machine."""
+def check_replaces(name: str, cloud: str, mode: str, nodes: list[str], replaces: bool) -> None:
+    """Refuse where the mode needs a new machine and the provider makes none (run_job's check
+    before anything starts, and each recovery's)."""
     from gpufleet.core.errors import CannotReplace
 
     if needs_provider(mode) and not replaces:
-        raise CannotReplace(info.name, info.cloud, nodes)
+        raise CannotReplace(name, cloud, nodes)

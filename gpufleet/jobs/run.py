@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shlex
 import threading
 import time
@@ -159,18 +158,8 @@ def _loss(info: ClusterInfo, group: Group, results: dict, lease_until: float) ->
         raise NodeExpired(first.node, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
     whys = {r.node: group.lost.get(r.node, "its SSH connection dropped") for r in gone}
     whys.update({n: w for n, w in group.lost.items() if n not in whys})
-    lost = NodeLost(first.node, whys[first.node])
-    lost.nodes = sorted(whys)  # type: ignore[attr-defined]  # every node lost, not the first
-    lost.whys = whys  # type: ignore[attr-defined]
-    lost.at = _lost_at(first.finished, whys[first.node])  # type: ignore[attr-defined]
-    raise lost
-
-
-def _lost_at(seen: float, why: str) -> float:
-    """When the node went: when this side saw it, less the silence that "no answer for N s"
-    waited out (a dropped connection is seen at once)."""
-    m = re.match(r"no answer for (\d+(?:\.\d+)?) s", why)
-    return seen - float(m.group(1)) if m else seen
+    at = group.lost_at.get(first.node, first.finished)
+    raise NodeLost(first.node, whys[first.node], whys=whys, at=at)
 
 
 def setup_command(info: ClusterInfo, setup: str) -> str:
@@ -405,10 +394,8 @@ def check_recovery(req: JobRequest, existing: ClusterInfo | None) -> None:
         name, cloud = existing.name, existing.cloud
         recorded = spec.recovery if spec is not None else None
     rs = recover.spec_for(req.recovery, recorded)
-    if rs.max and recover.needs_provider(rs.mode) and not traits(cloud).replaces:
-        from gpufleet.core.errors import CannotReplace
-
-        raise CannotReplace(name, cloud, ["a lost node"])
+    if rs.max:
+        recover.check_replaces(name, cloud, rs.mode, ["a lost node"], traits(cloud).replaces)
     if rs.max and recover.needs_provider(rs.mode) and existing is not None and spec is None:
         # attached (a stack made with plain `pulumi up`): no saved spec to make a node from
         raise SpecError(
@@ -795,10 +782,10 @@ def _recover(
             rec.reason = f"{end.reason}; not lost ({'; '.join(doubt)})" + (
                 "" if confirmed else ": restarted on the same nodes"
             )
-    mode = recover.decide(end, spec, names, bool(confirmed))
+    mode = recover.decide(end, spec, bool(confirmed))
     nodes = recover.targets(mode, dataclasses.replace(end, nodes=confirmed), names)
     rec.mode, rec.nodes = mode, nodes
-    recover.check_replaces(info, mode, nodes, traits(info.cloud).replaces)
+    recover.check_replaces(info.name, info.cloud, mode, nodes, traits(info.cloud).replaces)
     step = time.monotonic()
     gone = set(nodes) if recover.needs_provider(mode) and end.cause != "exit" else set()
     gone |= set(confirmed) if end.cause == "lost" else set()
@@ -863,7 +850,7 @@ def _job(
                 if spec.max == 0 or spec.mode == "none":
                     raise
                 notices = _notices(att, info, [n.name for n in info.nodes], att.notices)
-                end = recover.ending(e, notices, spec, getattr(e, "at", time.time()))
+                end = recover.ending(e, notices, spec, getattr(e, "at", None) or time.time())
                 if end is None:
                     raise
                 if attempt >= spec.max:

@@ -67,6 +67,7 @@ class Group:
         self._creds: tuple[Any, dict] | None = None if share is None else share._creds
         self._stop = threading.Event()  # close()/interrupt: every wait and pump returns
         self.lost: dict[str, str] = {}  # node -> why it is considered lost
+        self.lost_at: dict[str, float] = {}  # node -> when it went: dropped, or last answered
         self._probing: set[str] = set()
         # What its provider lets gpufleet write on these machines outside the workdir; with no
         # lease there to stop a dead CLI's commands, they end with their SSH session.
@@ -307,7 +308,7 @@ class Group:
             t = self._transports.get(node.name)
             if t is None or not t.is_active():
                 if node.name in self._active:
-                    self.lost.setdefault(node.name, "its SSH connection dropped")
+                    self._mark_lost(node.name, "its SSH connection dropped", time.time())
                 return
             try:
                 chan = t.open_session(timeout=PROBE_EVERY_S)
@@ -317,9 +318,15 @@ class Group:
                 pass
             silent = time.monotonic() - last_ok
             if silent >= LOST_AFTER_S and not done.is_set():
-                self.lost.setdefault(node.name, f"no answer for {silent:.0f} s")
+                self._mark_lost(node.name, f"no answer for {silent:.0f} s", time.time() - silent)
                 t.close()  # ends the pump on this node; the command is beyond our reach
                 return
+
+    def _mark_lost(self, node: str, why: str, at: float) -> str:
+        """The first word on a lost node stays: why, and when it went (epoch seconds)."""
+        with self._lock:
+            self.lost_at.setdefault(node, at)
+            return self.lost.setdefault(node, why)
 
     def _run_one(
         self,
@@ -367,7 +374,7 @@ class Group:
             transport = chan.get_transport()
             if code == -1 and not (transport and transport.is_active()) or node.name in self.lost:
                 # no exit status and the connection is gone: the node went, not the command
-                why = self.lost.setdefault(node.name, "its SSH connection dropped")
+                why = self._mark_lost(node.name, "its SSH connection dropped", time.time())
                 return HostResult(
                     node.name, None, out.close(), err.close(), f"lost: {why}", started, time.time()
                 )

@@ -201,10 +201,11 @@ def test_a_killed_node_is_replaced_and_the_job_resumes(gpufleet_home, tmp_path, 
     assert done and int(done.group(1)) == STEPS and done.group(2) == uninterrupted, err[-3000:]
     assert not [p for p in old if _alive(p)], "a process of the old node-1 is still running"
     assert "no rank of run" in err
+    assert r["provisioned_at"] is not None  # a new node-1 was made
     fig = figures("killed", r, killed_at, err, last_step_before_event=max(before))
     print(
         f"kill -> first step after the restart: {fig['total_s']:.1f}s (detect "
-        f"{fig['detect_s']:.1f}s, provision {fig['provision_s'] or 0:.1f}s (none: same nodes), "
+        f"{fig['detect_s']:.1f}s, provision {fig['provision_s']:.1f}s, "
         f"sync {fig['sync_s']:.1f}s, "
         f"restart {fig['restart_s']:.1f}s); last step before the kill {max(before)}, resumed at "
         f"{after[0][0]}, steps lost {fig['steps_lost']}; sha256 {done.group(2)[:16]} == "

@@ -21,7 +21,7 @@ def test_a_lost_node_is_replaced_alone():
     spec = RecoverySpec(max=2)
     end = recover.ending(NodeLost("node-1", "its SSH connection dropped"), {}, spec, 100.0)
     assert end is not None and (end.cause, end.nodes, end.lost_at) == ("lost", ["node-1"], 100.0)
-    mode = recover.decide(end, spec, NODES, confirmed=True)
+    mode = recover.decide(end, spec, confirmed=True)
     assert (mode, recover.targets(mode, end, NODES)) == ("replace", ["node-1"])
 
 
@@ -29,9 +29,9 @@ def test_relaunch_replaces_every_node_and_a_node_that_answers_again_is_restarted
     end = recover.ending(NodeLost("node-2", "no answer for 20 s"), {}, RecoverySpec(max=1), 5.0)
     assert end is not None
     relaunch = RecoverySpec(max=1, mode="relaunch")
-    assert recover.targets(recover.decide(end, relaunch, NODES, True), end, NODES) == NODES
+    assert recover.targets(recover.decide(end, relaunch, True), end, NODES) == NODES
     for spec in (relaunch, RecoverySpec(max=1)):
-        assert recover.decide(end, spec, NODES, confirmed=False) == "restart"
+        assert recover.decide(end, spec, confirmed=False) == "restart"
 
 
 def test_a_rank_exit_recovers_only_when_opted_in_and_never_replaces():
@@ -40,7 +40,7 @@ def test_a_rank_exit_recovers_only_when_opted_in_and_never_replaces():
     spec = RecoverySpec(max=1, on_exit=[3])
     end = recover.ending(failed, {}, spec, 0.0)
     assert end is not None and end.cause == "exit"
-    assert recover.decide(end, spec, NODES, confirmed=True) == "restart"
+    assert recover.decide(end, spec, confirmed=True) == "restart"
     assert not recover.needs_provider("restart")
 
 
@@ -63,8 +63,10 @@ def test_cannot_replace_is_refused_before_anything_is_created():
         known_hosts_path="/kh",
     )
     with pytest.raises(CannotReplace, match="node-0"):
-        recover.check_replaces(info, "replace", ["node-0"], replaces=False)
-    recover.check_replaces(info, "restart", ["node-0"], replaces=False)  # nothing to make
+        recover.check_replaces(info.name, info.cloud, "replace", ["node-0"], replaces=False)
+    recover.check_replaces(
+        info.name, info.cloud, "restart", ["node-0"], replaces=False
+    )  # nothing to make
 
 
 class _Clock:
@@ -222,8 +224,8 @@ def test_record_keys_timeline_and_cost():
 
 
 def test_run_refuses_a_replacing_recovery_on_ssh_hosts_before_anything_starts(monkeypatch):
-    """run_job on an `ssh` cluster (recorded state faked) with --recover 1: CannotReplace
-    before the job (run_on_cluster) is reached; --recover-mode restart is allowed."""
+    """check_recovery (run_job's check before anything starts) on an `ssh` cluster (recorded
+    state faked) with --recover 1: CannotReplace; --recover-mode restart is allowed."""
     from pathlib import Path
 
     from gpufleet.jobs import run as job

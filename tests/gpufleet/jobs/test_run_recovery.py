@@ -116,10 +116,8 @@ def _loop(monkeypatch, tmp_path, endings, prov, spec=RecoverySpec(max=2)):
 
 
 def _lost(*nodes):
-    e = NodeLost(nodes[0], "its SSH connection dropped")
-    e.nodes = list(nodes)  # type: ignore[attr-defined]
-    e.at = 100.0  # type: ignore[attr-defined]
-    return e
+    why = "its SSH connection dropped"
+    return NodeLost(nodes[0], why, whys=dict.fromkeys(nodes, why), at=100.0)
 
 
 def test_every_lost_node_is_replaced_in_one_recovery(monkeypatch, tmp_path):
@@ -260,9 +258,28 @@ def test_a_restart_gets_a_fresh_group_and_the_lease_moves_before_the_old_one_clo
     assert g.leases == [(["node-1"], None)] and other.lease is None
 
 
-def test_lost_at_is_when_the_node_fell_silent():
-    assert job._lost_at(130.0, "no answer for 20 s") == 110.0
-    assert job._lost_at(130.0, "its SSH connection dropped") == 130.0
+def test_lost_at_is_when_the_node_fell_silent(monkeypatch):
+    """The group records when a silent node last answered (not when the client gave up on
+    it); a dropped one, when it dropped. The run's NodeLost carries both lost nodes."""
+    import threading
+    from types import SimpleNamespace
+
+    from gpufleet.remote.group import Group
+
+    g = SimpleNamespace(lost={}, lost_at={}, _lock=threading.Lock())
+    monkeypatch.setattr(job.time, "time", lambda: 130.0)
+    assert Group._mark_lost(g, "node-1", "no answer for 20 s", 110.0) == "no answer for 20 s"
+    Group._mark_lost(g, "node-1", "its SSH connection dropped", 130.0)  # the first word stays
+    Group._mark_lost(g, "node-2", "its SSH connection dropped", 125.0)
+    results = {
+        n: HostResult(n, None, error=f"lost: {g.lost[n]}", finished=130.0 + i)
+        for i, n in enumerate(["node-1", "node-2"])
+    }
+    info = fakes.cluster(n=3, cloud="local")
+    with pytest.raises(NodeLost) as lost:
+        job._loss(info, g, results, 0.0)
+    assert lost.value.at == 110.0 and lost.value.nodes == ["node-1", "node-2"]
+    assert lost.value.whys["node-1"] == "no answer for 20 s"
 
 
 def test_a_notice_an_earlier_recovery_handled_is_not_seen_again():

@@ -55,7 +55,11 @@ class FakeStack:
     """The engine's side: export_stack lists the state (what the first `up` registered);
     refresh() drops the URNs in `gone` from it (an instance the cloud deleted, as a provider
     read finds no such resource); up() (after that same refresh where refresh=True) refuses a
-    `replace` URN not in the state as the engine does (deployment_executor.go checkTargets),
+    `replace` URN not in the state as the engine does (pulumi/pulumi
+    pkg/resource/deploy/deployment_executor.go at 1b59498, read 2026-11-25: `up --refresh`
+    refreshes first, rebuildBaseState drops what the provider no longer finds, then
+    checkTargets(ReplaceTargets) fails for a replace URN not in that state; a --target URN
+    may be one the run creates),
     records its arguments, raises the next of `fail` while any are left, runs the given
     program under mocks and answers its outputs with the remade nodes at new addresses: a new
     instance id for each instance replaced or created anew, a new private IP too unless the
