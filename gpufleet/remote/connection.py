@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from typing import TYPE_CHECKING, Any
 
 import paramiko
@@ -28,6 +29,56 @@ def fingerprint(ktype: str, b64: str) -> str:
     return f"{ktype} SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
+def send_eof(chan: paramiko.Channel) -> None:
+    """`chan.shutdown_write()` without paramiko's race (paramiko#1115, #1705, open since 2017).
+
+    paramiko builds the EOF under the channel's lock but sends it after releasing it; a
+    command that ends at once (`true`) lets the transport thread answer the server's CLOSE
+    in between, the EOF follows our CLOSE, and OpenSSH drops the whole connection ("ieof
+    packet referred to nonexistent channel"): the head's, with every worker tunnelled in it.
+    Here the EOF is built and sent under the lock, so the CLOSE waits for it. Not inside a
+    key exchange: the transport thread may need the lock to finish one (a window adjust).
+    """
+    t = chan.transport
+    if t is None:
+        return
+    t.clear_to_send.wait(t.clear_to_send_timeout)
+    with chan.lock:
+        m = chan._send_eof()
+        if m is not None:
+            t._send_user_message(m)
+
+
+class Tunnel:
+    """The head's `direct-tcpip` channel to a worker, as the socket of the worker's transport.
+
+    One lock orders every send and the close: a send built before our CLOSE and sent after it
+    would also drop the head's connection ("data packet referred to nonexistent channel").
+    close() never raises: the worker transport's thread closes it on its way out, when the
+    head's connection may be gone already, and a raise there printed a thread's traceback.
+    """
+
+    def __init__(self, chan: paramiko.Channel):
+        self.chan = chan
+        self._lock = threading.Lock()
+
+    def send(self, data: bytes) -> int:
+        with self._lock:
+            if self.chan.closed:
+                raise OSError("tunnel closed")
+            return self.chan.send(data)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.chan.close()
+            except Exception:
+                logging.getLogger(__name__).debug("closing a tunnel", exc_info=True)
+
+    def __getattr__(self, name: str) -> Any:  # recv, settimeout, _closed, ...: the channel's
+        return getattr(self.chan, name)
+
+
 def open_socket(node: NodeInfo, via: paramiko.Transport | None, timeout: float) -> tuple[Any, str]:
     """A byte stream to the node's sshd and the known_hosts entry it is pinned under.
 
@@ -49,7 +100,7 @@ def open_socket(node: NodeInfo, via: paramiko.Transport | None, timeout: float) 
     chan = via.open_channel(
         "direct-tcpip", (node.private_ip, private_port(node)), ("127.0.0.1", 0), timeout=timeout
     )
-    return chan, host_entry(node.private_ip, private_port(node))
+    return Tunnel(chan), host_entry(node.private_ip, private_port(node))
 
 
 def open_transport(

@@ -336,6 +336,8 @@ class Group:
         timeout: float | None,
         stdin: bytes | Path | None,
     ) -> HostResult:
+        from gpufleet.remote.connection import send_eof
+
         started = time.time()
         deadline = None if timeout is None else time.monotonic() + timeout
         out = LineSplitter(node.name, False, stream, self._pids)
@@ -352,7 +354,7 @@ class Group:
                         chan.sendall(chunk)
             elif stdin:
                 chan.sendall(stdin)
-            chan.shutdown_write()
+            send_eof(chan)
             timed_out = pump(chan, out, err, deadline, self._stop)
             if timed_out:
                 # a short timeout on a busy machine can beat the PID line: wait for it a bit
