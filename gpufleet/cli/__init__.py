@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("GPUFLEET_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
     install_handlers()
+    _thread_errors(debug)
     try:
         fast = _fast_exec(args)
         if fast is None:
@@ -231,6 +232,25 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a defect: still no traceback for the user, unless --debug
         return _internal(e, debug)
     return 0
+
+
+def _thread_errors(debug: bool) -> None:
+    """An error no thread caught is one line, not a traceback (--debug: Python's own). A
+    connection dropping under paramiko's transport threads says nothing here: each node's
+    result already says what it did to that node."""
+    if debug:
+        return
+    import threading
+
+    def hook(a: threading.ExceptHookArgs) -> None:
+        if a.exc_type is SystemExit or issubclass(a.exc_type, (EOFError, OSError)):
+            return
+        if a.exc_type.__module__.startswith("paramiko"):
+            return
+        who = a.thread.name if a.thread else "a thread"
+        _say(f"gpufleet: {who}: {a.exc_type.__name__}: {a.exc_value}"[:500])
+
+    threading.excepthook = hook
 
 
 def _report(e: Any, debug: bool) -> int:

@@ -32,6 +32,9 @@ PROBE_EVERY_S = 5.0  # liveness: how often each node is asked for a channel whil
 LOST_AFTER_S = 20.0  # liveness: a node that answers nothing for this long is lost
 STDIN_CHUNK = 1 << 20  # a file given as stdin is sent in pieces of this size, never read whole
 FAIL_FAST_GRACE_S = 3.0  # fail-fast: TERM, then KILL after this long
+OPEN_ATTEMPTS = 3  # a node's session channel, before its command is sent: tries per command
+RETRY_DELAY_S = 0.2  # ... and the wait before the next try, times the try's number
+HEAD_REOPENS = 1  # a dropped head connection is re-opened this often per run() (its workers' too)
 
 
 class Group:
@@ -69,6 +72,7 @@ class Group:
         self.lost: dict[str, str] = {}  # node -> why it is considered lost
         self.lost_at: dict[str, float] = {}  # node -> when it went: dropped, or last answered
         self._probing: set[str] = set()
+        self._reopens: int | None = None  # head re-opens left in this run(); None: not in one
         # What its provider lets gpufleet write on these machines outside the workdir; with no
         # lease there to stop a dead CLI's commands, they end with their SSH session.
         self.may_write = may_write(info.cloud)
@@ -132,12 +136,38 @@ class Group:
         return t
 
     def _transport(self, node: NodeInfo) -> Any:
-        """The node's live transport, connecting once however many threads ask at once."""
+        """The node's live transport, connecting once however many threads ask at once.
+
+        Within run(), a head connection that dropped (every worker's tunnel with it) is
+        re-opened HEAD_REOPENS times; after that its workers fail rather than loop."""
         with self._node_lock(node):
             t = self._transports.get(node.name)
             if t is None or not t.is_active():
+                if (
+                    t is not None
+                    and node.name == self.info.nodes[0].name
+                    and self._reopens is not None
+                ):
+                    if self._reopens <= 0:
+                        raise EOFError(f"the connection to {node.name} (the head) dropped again")
+                    self._reopens -= 1
                 t = self._connect(node)
             return t
+
+    def _open_session(self, node: NodeInfo) -> Any:
+        """A session channel on the node's connection. Nothing has run on the node yet, so a
+        failure (its connection or tunnel gone, the channel refused) is tried again, on a
+        fresh connection when the old one dropped, OPEN_ATTEMPTS times in all."""
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            try:
+                return self._transport(node).open_session(timeout=self.connect_timeout)
+            except HostKeyMismatch:
+                raise
+            except Exception:
+                if attempt == OPEN_ATTEMPTS or self._stop.is_set() or node.name in self.lost:
+                    raise
+                self._stop.wait(RETRY_DELAY_S * attempt)
+        raise AssertionError("unreachable")
 
     def wait_ready(
         self,
@@ -272,6 +302,7 @@ class Group:
         cmds = command if isinstance(command, dict) else {n.name: command for n in self.nodes}
         targets = [n for n in self.nodes if n.name in cmds]
         done = threading.Event()
+        self._reopens = HEAD_REOPENS
         if liveness:
             start_threads(
                 [threading.Thread(target=self._probe_loop, args=(n, done), daemon=True)
@@ -295,6 +326,7 @@ class Group:
                     self.cancel(grace_s=FAIL_FAST_GRACE_S)
         finally:
             done.set()
+            self._reopens = None
         results = {n.name: out[n.name] for n in targets}
         if check and not all(r.ok for r in results.values()):
             label = what or (command if isinstance(command, str) else "command")
@@ -344,7 +376,7 @@ class Group:
         err = LineSplitter(node.name, True, stream, self._pids)
         chan = None
         try:
-            chan = self._transport(node).open_session(timeout=self.connect_timeout)
+            chan = self._open_session(node)
             with self._lock:
                 self._active.add(node.name)
             chan.exec_command(wrap_command(node, command, self.tied))

@@ -122,3 +122,23 @@ def test_cli_ssh_exec_and_run_through_the_head(gpufleet_home, tmp_path):
         assert all(f"rank on node-{i}" in r.stdout for i in range(3))
     finally:
         gpufleet(gpufleet_home, "down", "t")
+
+
+def test_a_dropped_head_connection_is_reopened_and_no_thread_prints_a_traceback(
+    make_sandbox, monkeypatch, capfd
+):
+    """The head's one connection carries every worker's: cut it, and the next command re-opens
+    it once and reaches every worker again (each worker's channel tried on its own)."""
+    info = make_sandbox("t", 4)
+    opened = _guard_direct_connections(monkeypatch, info)
+    with Group(info) as g:
+        g.wait_ready(30)
+        g.run("true")
+        dialled = len(opened)
+        g._transports["node-0"].sock.shutdown(socket.SHUT_RDWR)  # the network drops it
+        r = g.run("echo $GPUFLEET_NODE")
+    assert {n: x.stdout.strip() for n, x in r.items()} == {
+        f"node-{i}": f"node-{i}" for i in range(4)
+    }
+    assert len(opened) == dialled + 1  # the head, once
+    assert "Traceback" not in capfd.readouterr().err

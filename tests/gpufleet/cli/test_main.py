@@ -67,3 +67,30 @@ def test_an_eof_error_on_the_fast_exec_path_says_why(recorded_cluster, monkeypat
     assert main(["exec", recorded_cluster, "--", "true"]) == ConnectionClosed.exit_code
     err = capsys.readouterr().err
     assert "error: an SSH connection closed" in err and "fix:" in err
+
+
+def test_an_error_no_thread_caught_prints_no_traceback(monkeypatch, capfd):
+    """paramiko's transport threads can raise as a connection drops under them (EOFError from
+    a tunnel's close): nothing then, as each node's result says it; anything else is one line.
+    --debug keeps Python's hook, and its traceback."""
+    import threading
+
+    import paramiko
+
+    from gpufleet.cli import _thread_errors
+
+    before = threading.excepthook
+    monkeypatch.setattr(threading, "excepthook", before)
+    _thread_errors(True)
+    assert threading.excepthook is before
+    _thread_errors(False)
+
+    def boom(e: BaseException) -> None:
+        raise e
+
+    for e in (EOFError(), paramiko.SSHException("x"), ValueError("bad value")):
+        t = threading.Thread(target=boom, args=(e,), name="worker")
+        t.start()
+        t.join()
+    err = capfd.readouterr().err
+    assert err.splitlines() == ["gpufleet: worker: ValueError: bad value"]

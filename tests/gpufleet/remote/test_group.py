@@ -58,3 +58,109 @@ def test_a_provider_with_slow_nodes_gets_a_longer_wait_for_lease_writes(
     g = Group(_one_node_cluster(cloud="vm", instance_type="vm", provider=provider))
     monkeypatch.setattr(g, "_transport", lambda node: Transport())
     assert g.write_lease(1900000000, timeout=0.2) == {"node-0": result}
+
+
+class DoneChannel:
+    """A session whose command has already ended with exit 0."""
+
+    transport = None  # send_eof: nothing to send on
+    closed = eof_received = True
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def exec_command(self, cmd):
+        self.log.append("exec")
+
+    def recv_ready(self):
+        return False
+
+    recv_stderr_ready = exit_status_ready = recv_ready
+
+    def recv_exit_status(self):
+        return 0
+
+    def get_transport(self):
+        return None
+
+    def close(self):
+        pass
+
+
+class FlakyTransport:
+    """Refuses its first `fails` channels, as a tunnel cut by the head's dropped connection."""
+
+    def __init__(self, fails: int, log: list[str]):
+        self.fails, self.log = fails, log
+
+    def is_active(self):
+        return True
+
+    def open_session(self, timeout=None):
+        if self.fails:
+            self.fails -= 1
+            self.log.append("refused")
+            raise EOFError
+        return DoneChannel(self.log)
+
+
+@pytest.mark.parametrize(("fails", "ok"), [(0, True), (2, True), (3, False)])
+def test_a_channel_that_fails_before_the_command_is_sent_is_tried_again(monkeypatch, fails, ok):
+    """Nothing has run on the node yet, so trying again is safe; three tries in all."""
+    import gpufleet.remote.group as group
+
+    monkeypatch.setattr(group, "RETRY_DELAY_S", 0.01)
+    log: list[str] = []
+    flaky = FlakyTransport(fails, log)
+    g = Group(_one_node_cluster(cloud="local"))
+    monkeypatch.setattr(g, "_transport", lambda node: flaky)
+    result = g.run("true", check=False)["node-0"]
+    assert result.ok is ok
+    assert log == ["refused"] * min(fails, 3) + (["exec"] if ok else [])
+    if not ok:
+        assert result.error == "EOFError"
+
+
+def test_a_command_whose_connection_drops_after_it_was_sent_is_not_sent_again(monkeypatch):
+    """It may have run: the node's result says the connection dropped, once."""
+    log: list[str] = []
+
+    class DroppedChannel(DoneChannel):
+        def exec_command(self, cmd):
+            self.log.append("exec")
+            raise EOFError
+
+    class Transport(FlakyTransport):
+        def open_session(self, timeout=None):
+            return DroppedChannel(self.log)
+
+    g = Group(_one_node_cluster(cloud="local"))
+    monkeypatch.setattr(g, "_transport", lambda node: Transport(0, log))
+    assert not g.run("true", check=False)["node-0"].ok
+    assert log == ["exec"]
+
+
+def test_a_dropped_head_is_reopened_once_per_command(monkeypatch):
+    class Dead:
+        def is_active(self):
+            return False
+
+    g = Group(_one_node_cluster(cloud="local"))
+    opened: list[str] = []
+
+    def connect(node):
+        opened.append(node.name)
+        g._transports[node.name] = Dead()  # drops again at once
+        return g._transports[node.name]
+
+    monkeypatch.setattr(g, "_connect", connect)
+    g._transports["node-0"] = Dead()
+    g._reopens = 1  # inside run()
+    head = g.info.nodes[0]
+    g._transport(head)
+    with pytest.raises(EOFError, match="dropped again"):
+        g._transport(head)
+    assert opened == ["node-0"]
+    g._reopens = None  # outside run(): wait_ready and reconnect have their own rules
+    g._transport(head)
+    assert opened == ["node-0", "node-0"]
