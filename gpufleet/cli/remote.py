@@ -28,8 +28,14 @@ def exec_(
         ),
     ] = False,
     tree: Annotated[
-        bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--tree/--no-tree",
+            help="reach the head only; it runs the fan-out to workers (default: from "
+            "32 nodes on, unless --timeout or --image) / reach every node from here",
+            show_default=False,
+        ),
+    ] = None,
     image: opt.Image = None,
     runtime: opt.Runtime = None,
     mount: opt.Mounts = [],  # noqa: B006

@@ -58,3 +58,35 @@ def test_a_provider_with_slow_nodes_gets_a_longer_wait_for_lease_writes(
     g = Group(_one_node_cluster(cloud="vm", instance_type="vm", provider=provider))
     monkeypatch.setattr(g, "_transport", lambda node: Transport())
     assert g.write_lease(1900000000, timeout=0.2) == {"node-0": result}
+
+
+def test_lease_through_the_head_from_tree_from_nodes_and_direct_if_it_cannot(monkeypatch):
+    from gpufleet.remote import tree
+    from tests.gpufleet.jobs.test_rsync import _info
+
+    monkeypatch.setenv("GPUFLEET_TREE_FROM", "3")
+    monkeypatch.setattr(tree.shutil, "which", lambda _p: "/usr/bin/ssh")
+    info = _info()
+    info.provider, info.cloud = {}, "local"
+    info.node = lambda name: next(n for n in info.nodes if n.name == name)
+    g = Group(info)  # type: ignore[arg-type]
+    asked = []
+    monkeypatch.setattr(
+        tree, "on_every_node", lambda i, nodes, cmd, t: asked.append(nodes) or {"node-0": None}
+    )
+    direct = []
+    monkeypatch.setattr(
+        "gpufleet.remote.group.on_every_node", lambda nodes, *a: direct.append(nodes) or {}
+    )
+    assert g._on_every_node("true", 5) == {"node-0": None}
+    assert asked == [["node-0", "node-1", "node-2"]] and direct == []
+    g.subset(["node-1"])._on_every_node("true", 5)  # one node: direct
+    assert [n.name for n in direct[0]] == ["node-1"]
+
+    def cannot(*_a):
+        raise tree.TreeFailed("node-0", "sh: ssh: not found", started=False)
+
+    monkeypatch.setattr(tree, "on_every_node", cannot)
+    g._on_every_node("true", 5)
+    assert [n.name for n in direct[1]] == ["node-0", "node-1", "node-2"]
+    g.close()

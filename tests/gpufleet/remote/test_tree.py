@@ -45,3 +45,22 @@ def test_output_without_final_newline_and_real_empty_lines_are_kept():
     assert res["node-0"].stdout == "x\n\n" and res["node-0"].exit_code == 3
     assert res["node-2"].stdout == "partial\n"
     assert res["node-1"].exit_code is None and res["node-1"].error
+
+
+def test_lease_script_runs_where_workers_log_in():
+    script = tree.tree_script(_info(), "true", ["node-1"], in_workdir=False)
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert '"$GF_CMD" </dev/null' in script and "cd $4" not in script
+    assert "cd $4 && $GF_CMD" in tree.tree_script(_info(), "true", ["node-1"])
+
+
+def test_why_a_node_failed_names_ssh_s_last_line():
+    from gpufleet.core.errors import HostResult
+
+    assert tree.why_failed(HostResult("node-1", 0, "a\n")) is None
+    refused = HostResult("node-1", 255, "ssh: connect to host 10.0.0.2 port 22: refused\n")
+    assert tree.why_failed(refused) == "exit 255: ssh: connect to host 10.0.0.2 port 22: refused"
+    assert tree.why_failed(HostResult("node-2", 1)) == "exit 1"
+    assert tree.why_failed(HostResult("node-3", None, error="timed out after 20s")) == (
+        "timed out after 20s"
+    )
