@@ -9,6 +9,7 @@ import typer
 
 from gpufleet.cli import completers
 from gpufleet.cli import options as opt
+from gpufleet.remote.tree import TREE_FROM
 
 
 def exec_(
@@ -32,7 +33,8 @@ def exec_(
         typer.Option(
             "--tree/--no-tree",
             help="reach the head only; it runs the fan-out to workers (default: from "
-            "32 nodes on, unless --timeout or --image) / reach every node from here",
+            f"{TREE_FROM} nodes on when no holder is warm, unless --timeout or --image) / "
+            "reach every node from here",
             show_default=False,
         ),
     ] = None,

@@ -26,7 +26,8 @@ def run_on_nodes(
 ) -> dict[str, Any]:
     """Run `command` on `nodes` (all when empty): through the head's tree, a warm holder, or
     connections made here (leaving a holder for the next command); node -> HostResult.
-    tree: True --tree, False --no-tree, None: past remote/tree.TREE_FROM nodes (choose_tree).
+    tree: True --tree, False --no-tree, None: a warm holder if there is one, else the tree
+    from remote/tree.TREE_FROM nodes on (choose_tree).
     container: in that image instead (exec --image): the nodes' containers are started for
     this one command, like a run's, and removed after it."""
     from gpufleet.remote import holder
@@ -44,7 +45,12 @@ def run_on_nodes(
             hint="drop one of the two",
             exit_code=ExitCode.USAGE,
         )
-    if choose_tree(tree, len(nodes or info.nodes), timeout, container):
+    # A warm holder first unless --tree: it is the fastest warm path at every N measured
+    # (docs/benchmarks.md); the tree's default is for the cold ones.
+    if tree is not True and holder.enabled():
+        every = nodes or [n.name for n in info.nodes]
+        results = holder.request(info.name, cmd, every, timeout, stream)
+    if results is None and choose_tree(tree, len(nodes or info.nodes), timeout, container):
         from gpufleet.remote.tree import TreeFailed, run_tree
 
         try:
@@ -54,9 +60,6 @@ def run_on_nodes(
                 raise
             if progress:
                 progress(f"{e.message}; reaching every node from here")
-    elif holder.enabled():
-        every = nodes or [n.name for n in info.nodes]
-        results = holder.request(info.name, cmd, every, timeout, stream)
     if results is None:  # cold: connect from here, and leave a holder for the next command
         from gpufleet.remote import Group
 

@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
 
 MARK = "__GPUFLEET_TREE__ "
-# From this many nodes, exec (unless --no-tree, --timeout or --image), the lease and the hard
-# expiry go through the head: benchmarks/crossover.py, figures in docs/benchmarks.md.
-TREE_FROM = 32
+# From this many nodes, exec (with no warm holder, unless --no-tree, --timeout or --image), the
+# lease and the hard expiry go through the head: benchmarks/crossover.py, figures and why 64 in
+# docs/benchmarks.md#tree-crossover.
+TREE_FROM = 64
 
 
 def tree_from() -> int:
