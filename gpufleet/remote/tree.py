@@ -42,6 +42,16 @@ def by_default(count: int) -> bool:
     return 0 < n <= count and shutil.which("ssh") is not None
 
 
+# Every node's sed writes into the one stdout: a buffered one writes 4 KB blocks that end
+# mid-line, and another node's block lands inside that line. Unbuffered (GNU sed -u), each line
+# is one write, whole; a sed without -u (busybox) keeps the old behaviour.
+LINE_SED = [
+    "SEDU=sed",
+    "if echo | sed -u p >/dev/null 2>&1; then SEDU='sed -u'; fi",
+    "export SEDU",
+]
+
+
 class TreeFailed(GpufleetError):
     """The head's fan-out gave no node's exit status; `started`: it had printed output."""
 
@@ -68,13 +78,13 @@ def tree_script(
     one = (
         '{ $RSH -p "$3" -o HostKeyAlgorithms="$5" -o ControlMaster=auto "$2" '
         f"{remote} </dev/null; "
-        f'printf "\\n{MARK}%s\\n" $?; }} 2>&1 | sed "s/^/[$1] /"'
+        f'printf "\\n{MARK}%s\\n" $?; }} 2>&1 | $SEDU "s/^/[$1] /"'
     )
     local = (
         f'{{ sh -c "$GF_CMD" </dev/null; printf "\\n{MARK}%s\\n" $?; }} 2>&1 '
-        f'| sed "s/^/[{info.nodes[0].name}] /" &'
+        f'| $SEDU "s/^/[{info.nodes[0].name}] /" &'
     )
-    lines = [*relay.HEAD_ENV, f"GF_CMD={shlex.quote(command)}", "export GF_CMD"]
+    lines = [*relay.HEAD_ENV, f"GF_CMD={shlex.quote(command)}", *LINE_SED, "export GF_CMD"]
     if info.nodes[0].name in nodes:
         lines.append(local)
     if rows:

@@ -64,3 +64,21 @@ def test_why_a_node_failed_names_ssh_s_last_line():
     assert tree.why_failed(HostResult("node-3", None, error="timed out after 20s")) == (
         "timed out after 20s"
     )
+
+
+def test_the_heads_own_part_runs_and_reads_back(tmp_path):
+    (tmp_path / ".gpufleet" / "ssh").mkdir(parents=True)
+    script = tree.tree_script(_info(), "printf 'a\\n\\nb'; exit 3", ["node-0"])
+    out = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    c, seen = _feed(out.stdout.splitlines())
+    r = c.results(["node-0"])["node-0"]
+    assert (r.exit_code, r.stdout) == (3, "a\n\nb\n") and seen[0] == ("node-0", "a")
+
+
+def test_each_line_is_written_whole_where_sed_can():
+    # GNU sed -u: one write per line, so the nodes' lines never interleave inside a line
+    got = subprocess.run(
+        ["sh", "-c", "\n".join([*tree.LINE_SED, 'echo "$SEDU"'])], capture_output=True, text=True
+    )
+    assert got.stdout == "sed -u\n"
+    assert '| $SEDU "s/^/[$1] /"' in tree.tree_script(_info(), "true", ["node-1"])
