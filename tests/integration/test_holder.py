@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gpufleet.core import state
 from gpufleet.provision.localprocs import folder_processes
 from gpufleet.remote import holder
@@ -63,12 +65,15 @@ def test_warm_exec_reuses_connections_and_keeps_exit_codes(make_sandbox, gpuflee
     assert _accepted(info) == before
 
 
-def test_ctrl_c_on_a_warm_exec_stops_the_remote_command(make_sandbox, gpufleet_home):
+@pytest.mark.parametrize("mode", ["warm", "tree"])
+def test_ctrl_c_on_a_warm_exec_stops_the_remote_command(make_sandbox, gpufleet_home, mode):
     make_sandbox("t", 2)
-    gpufleet(gpufleet_home, "exec", "t", "--", "true")
-    _wait_for_holder("t")
+    flags = ["--tree"] if mode == "tree" else []
+    gpufleet(gpufleet_home, "exec", "t", *flags, "--", "true")
+    if mode == "warm":
+        _wait_for_holder("t")
     p = subprocess.Popen(
-        [sys.executable, "-m", "gpufleet", "exec", "t", "--", "echo started; sleep 60"],
+        [sys.executable, "-m", "gpufleet", "exec", "t", *flags, "--", "echo started; sleep 60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

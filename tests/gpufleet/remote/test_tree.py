@@ -50,8 +50,18 @@ def test_output_without_final_newline_and_real_empty_lines_are_kept():
 def test_lease_script_runs_where_workers_log_in():
     script = tree.tree_script(_info(), "true", ["node-1"], in_workdir=False)
     subprocess.run(["sh", "-n", "-c", script], check=True)
-    assert '"$GF_CMD" </dev/null' in script and "cd $4" not in script
-    assert "cd $4 && $GF_CMD" in tree.tree_script(_info(), "true", ["node-1"])
+    assert '"$GF_RCMD" </dev/null' in script and "cd $4" not in script
+    assert "cd $4 && $GF_RCMD" in tree.tree_script(_info(), "true", ["node-1"])
+
+
+def test_every_process_but_the_heads_ssh_carries_the_runs_id_and_stop_finds_it():
+    script = tree.tree_script(_info(), "sleep 9", ["node-0", "node-1"], exec_id="ab12")
+    assert "GF_RCMD='exec env GPUFLEET_TREE_ID=ab12 /bin/sh -c '" in script
+    assert "GPUFLEET_TREE_ID=ab12\nexport GF_CMD GF_RCMD GPUFLEET_TREE_ID" in script
+    assert "unset GPUFLEET_TREE_ID; { $RSH" in script  # its kept connections outlive the run
+    stop = tree.stop_command("ab12")
+    subprocess.run(["sh", "-n", "-c", stop], check=True)
+    assert "grep -qxF GPUFLEET_TREE_ID=ab12" in stop
 
 
 def test_why_a_node_failed_names_ssh_s_last_line():
