@@ -175,10 +175,10 @@ def main() -> None:
             expect = n if args.cmd == "hostname" else None
             cm = f"-F {cfg} -o ControlPath={home}/cm-%C"
             tools = {
-                "gpufleet": f"GPUFLEET_HOLDER=0 {gf()} exec {name} -- {args.cmd}",
+                "gpufleet": f"GPUFLEET_HOLDER=0 {gf()} exec {name} --no-tree -- {args.cmd}",
                 "pdsh": f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} '
                 f"{args.cmd}",
-                "gpufleet-warm": f"{gf()} exec {name} -- {args.cmd}",
+                "gpufleet-warm": f"{gf()} exec {name} --no-tree -- {args.cmd}",
                 "ssh-cm": f"pids=; for h in $(cat {hosts}); do ssh {cm} $h {args.cmd} & "
                 'pids="$pids $!"; done; for j in $pids; do wait $j || exit 1; done',
                 "gpufleet-tree": f"{gf()} exec {name} --tree -- {args.cmd}",

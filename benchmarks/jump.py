@@ -33,7 +33,7 @@ def main() -> None:
                 info = make_cluster(name, n, public_workers=mode == "direct")
                 tunnelled = sum(1 for x in info.nodes if not x.public_ip)
                 assert tunnelled == (0 if mode == "direct" else n - 1), tunnelled
-            cmds = {m: f"{gf()} exec {name} -- hostname" for m, name in modes.items()}
+            cmds = {m: f"{gf()} exec {name} --no-tree -- hostname" for m, name in modes.items()}
             for cmd in cmds.values():
                 timed(cmd, expect_lines=n)
             walls: dict[str, list[float]] = {m: [] for m in cmds}

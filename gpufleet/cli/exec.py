@@ -16,7 +16,7 @@ def run_exec(
     nodes: list[str],
     timeout: float | None,
     as_json: bool,
-    tree: bool = False,
+    tree: bool | None = None,
     container: ContainerSpec | None = None,
 ) -> int:
     """Run, stream `[node-K] line` (or print a JSON map), report failures; the exit code."""
@@ -62,8 +62,9 @@ def failures(results: dict[str, Any]) -> str:
 
 
 def parse_fast(args: list[str]) -> dict[str, Any] | None:
-    """`exec NAME [--node N]... [--timeout S] [--json] [--tree] -- CMD...` parsed without typer;
-    None for anything else (help, odd spellings), which then goes through typer."""
+    """`exec NAME [--node N]... [--timeout S] [--json] [--tree|--no-tree] -- CMD...` parsed
+    without typer; None for anything else (help, odd spellings, both --tree and --no-tree),
+    which then goes through typer. tree: True, False, or None (the default by node count)."""
     if len(args) < 4 or args[0] != "exec" or "--" not in args:
         return None
     split = args.index("--")
@@ -75,12 +76,16 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
         "nodes": [],
         "timeout": None,
         "json": False,
-        "tree": False,
+        "tree": None,
     }
     rest = iter(head[1:])
     for a in rest:
-        if a in ("--json", "--tree"):
-            out[a[2:]] = True
+        if a == "--json":
+            out["json"] = True
+        elif a in ("--tree", "--no-tree"):
+            if out["tree"] is not None:
+                return None
+            out["tree"] = a == "--tree"
         elif a in ("--node", "--timeout"):
             value = next(rest, None)
             if value is None:

@@ -9,6 +9,7 @@ import typer
 
 from gpufleet.cli import completers
 from gpufleet.cli import options as opt
+from gpufleet.remote.tree import TREE_FROM
 
 
 def exec_(
@@ -28,8 +29,15 @@ def exec_(
         ),
     ] = False,
     tree: Annotated[
-        bool, typer.Option("--tree", help="reach the head only; it runs the fan-out to workers")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--tree/--no-tree",
+            help="reach the head only; it runs the fan-out to workers (default: from "
+            f"{TREE_FROM} nodes on when no holder is warm, unless --timeout or --image) / "
+            "reach every node from here",
+            show_default=False,
+        ),
+    ] = None,
     image: opt.Image = None,
     runtime: opt.Runtime = None,
     mount: opt.Mounts = [],  # noqa: B006

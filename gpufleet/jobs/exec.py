@@ -20,12 +20,14 @@ def run_on_nodes(
     nodes: list[str],
     timeout: float | None,
     stream: Stream | None,
-    tree: bool = False,
+    tree: bool | None = None,
     container: ContainerSpec | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run `command` on `nodes` (all when empty): through the head's tree, a warm holder, or
     connections made here (leaving a holder for the next command); node -> HostResult.
+    tree: True --tree, False --no-tree, None: a warm holder if there is one, else the tree
+    from remote/tree.TREE_FROM nodes on (choose_tree).
     container: in that image instead (exec --image): the nodes' containers are started for
     this one command, like a run's, and removed after it."""
     from gpufleet.remote import holder
@@ -35,20 +37,29 @@ def run_on_nodes(
     if container is not None:
         return _in_containers(info, cmd, nodes, timeout, stream, container, progress)
     results = None
-    if tree:
+    if tree is True and timeout is not None:
         from gpufleet.core.errors import GpufleetError
-        from gpufleet.remote.tree import run_tree
 
-        if timeout is not None:
-            raise GpufleetError(
-                "--timeout is not supported with --tree",
-                hint="drop one of the two",
-                exit_code=ExitCode.USAGE,
-            )
-        results = run_tree(info, cmd, nodes or None, stream)
-    elif holder.enabled():
+        raise GpufleetError(
+            "--timeout is not supported with --tree",
+            hint="drop one of the two",
+            exit_code=ExitCode.USAGE,
+        )
+    # A warm holder first unless --tree: it is the fastest warm path at every N measured
+    # (docs/benchmarks.md); the tree's default is for the cold ones.
+    if tree is not True and holder.enabled():
         every = nodes or [n.name for n in info.nodes]
         results = holder.request(info.name, cmd, every, timeout, stream)
+    if results is None and choose_tree(tree, len(nodes or info.nodes), timeout, container):
+        from gpufleet.remote.tree import TreeFailed, run_tree
+
+        try:
+            results = run_tree(info, cmd, nodes or None, stream)
+        except TreeFailed as e:
+            if tree or e.started:  # asked for, or output already shown: not run twice
+                raise
+            if progress:
+                progress(f"{e.message}; reaching every node from here")
     if results is None:  # cold: connect from here, and leave a holder for the next command
         from gpufleet.remote import Group
 
@@ -59,9 +70,24 @@ def run_on_nodes(
     return results
 
 
-def refuse_tree(tree: bool, container: ContainerSpec | None) -> None:
+def choose_tree(
+    tree: bool | None, count: int, timeout: float | None, container: ContainerSpec | None
+) -> bool:
+    """Whether exec goes through the head: as asked (--tree / --no-tree), else from
+    TREE_FROM nodes on when nothing needs the direct path (--timeout, --image)."""
+    if tree is not None:
+        return tree
+    if timeout is not None or container is not None:
+        return False
+    from gpufleet.remote.tree import by_default
+
+    return by_default(count)
+
+
+def refuse_tree(tree: bool | None, container: ContainerSpec | None) -> None:
     """--tree with --image: a usage error before anything runs (the containers are started
-    from here, one per node; the head's fan-out has no part in that)."""
+    from here, one per node; the head's fan-out has no part in that). Tree mode only by
+    default gives way to the direct path instead."""
     if tree and container is not None:
         from gpufleet.core.errors import GpufleetError
 

@@ -487,6 +487,14 @@ class Group:
     def _on_every_node(self, cmd: str, timeout: float) -> dict[str, str | None]:
         # A provider whose nodes are slow by nature (--cloud vm under TCG) says so in its record.
         timeout = max(timeout, float(self.info.provider.get("command_timeout_s") or 0))
+        from gpufleet.remote import tree
+
+        if tree.by_default(len(self.nodes)):
+            # one command on the head writes every node's; direct if the head cannot fan out
+            try:
+                return tree.on_every_node(self.info, [n.name for n in self.nodes], cmd, timeout)
+            except tree.TreeFailed:
+                pass
         return on_every_node(self.nodes, self._transport, cmd, timeout)
 
     def close(self) -> None:

@@ -90,11 +90,23 @@ def worker_rows(info: ClusterRecord) -> list[str]:
 # On the head: the keys it was handed, and one persistent OpenSSH connection per worker. A
 # socket path must stay under ~104 bytes: when the keys folder is deep, the path relative to
 # the workdir (where every head command runs, and OpenSSH takes it as given), never /tmp.
+# The key exchange: OpenSSH's default sntrup761x25519 costs ~95 ms of the head's CPU per new
+# worker connection (../shared/bench/fanout/RESULTS.md), 6x what curve25519 does; ML-KEM is
+# cheap and kept where the head's ssh has it (naming it to an older ssh would fail).
+# gpufleet's own direct connections (paramiko, to OpenSSH 9.2 sshds) negotiate curve25519.
+HEAD_KEX = "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256"
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
     f'if [ ${{#K}} -lt 50 ]; then CP="$K/m-%C"; else CP="{HEAD_KEYS}/m-%C"; fi',
+    f"KEX={HEAD_KEX}",
+    "if ssh -Q kex 2>/dev/null | grep -qx mlkem768x25519-sha256; then "
+    'KEX="mlkem768x25519-sha256,$KEX"; fi',
     'RSH="ssh -F /dev/null -i $K/id_ed25519 '
-    + " ".join(sshopts.as_args(sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT))
+    + " ".join(
+        sshopts.as_args(
+            sshopts.pinned("$K/known_hosts", None) + sshopts.TRANSPORT + [("KexAlgorithms", "$KEX")]
+        )
+    )
     + f' -o ControlPath=$CP -o ControlPersist={MUX_PERSIST_S}"',
     "export K CP RSH",
 ]

@@ -1,41 +1,105 @@
-"""Tree-mode exec: this machine reaches the head only; the head runs the fan-out to workers.
+"""Tree mode: this machine reaches the head only; the head runs the fan-out to workers.
 
 For clusters of hundreds of nodes this machine's work no longer grows with N (one SSH
 connection, kept between commands); the head opens and keeps one OpenSSH connection per
-worker. A node's stderr arrives merged into its stdout, and Ctrl-C or --timeout stop the
-fan-out on the head but not commands already started on workers.
+worker. `exec` takes it past jobs/exec.TREE_FROM nodes, the lease and hard expiry too
+(on_every_node). A node's stderr arrives merged into its stdout; Ctrl-C stops the command
+on every node (stop_command), a timeout (the lease's) only the fan-out.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.components.exitcodes import ExitCode
 from gpufleet.core.errors import GpufleetError, HostResult
 from gpufleet.remote import head as relay
+from gpufleet.remote.commands import marked_command
 
 if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
 
 MARK = "__GPUFLEET_TREE__ "
+MARKER = "GPUFLEET_TREE_ID"  # in the environment of a tree run's processes (stop_command)
+# From this many nodes, exec (with no warm holder, unless --no-tree, --timeout or --image), the
+# lease and the hard expiry go through the head: benchmarks/crossover.py, figures and why 64 in
+# docs/benchmarks.md#tree-crossover.
+TREE_FROM = 64
 
 
-def tree_script(info: ClusterRecord, command: str, nodes: list[str], parallel: int = 256) -> str:
+def tree_from() -> int:
+    """TREE_FROM, or GPUFLEET_TREE_FROM (0: never by default)."""
+    raw = os.environ.get("GPUFLEET_TREE_FROM", "")
+    return int(raw) if raw.isdigit() else TREE_FROM
+
+
+def by_default(count: int) -> bool:
+    """Whether `count` nodes are reached through the head unless told otherwise: past the
+    threshold, and with OpenSSH here (the head is reached with it)."""
+    n = tree_from()
+    return 0 < n <= count and shutil.which("ssh") is not None
+
+
+# Every node's sed writes into the one stdout: a buffered one writes 4 KB blocks that end
+# mid-line, and another node's block lands inside that line. Unbuffered (GNU sed -u), each line
+# is one write, whole; a sed without -u (busybox) keeps the old behaviour.
+LINE_SED = [
+    "SEDU=sed",
+    "if echo | sed -u p >/dev/null 2>&1; then SEDU='sed -u'; fi",
+    "export SEDU",
+]
+
+
+class TreeFailed(GpufleetError):
+    """The head's fan-out gave no node's exit status; `started`: it had printed output."""
+
+    def __init__(self, head: str, why: str, started: bool):
+        super().__init__(
+            f"tree exec on {head} failed: {why}",
+            hint="retry with --no-tree: this machine then reaches every node itself",
+        )
+        self.head, self.why, self.started = head, why, started
+
+
+def tree_script(
+    info: ClusterRecord,
+    command: str,
+    nodes: list[str],
+    parallel: int = 256,
+    in_workdir: bool = True,
+    exec_id: str = "0",
+) -> str:
     """sh for the head's workdir: `command` on itself and on each worker, lines prefixed
-    `[node-K] `, each node's last line `MARK<exit code>`."""
+    `[node-K] `, each node's last line `MARK<exit code>`. in_workdir=False: workers run it
+    where they log in (the lease's write needs no workdir, which may not exist yet).
+
+    Every process of it but the head's OpenSSH clients (whose kept connections outlive it) has
+    MARKER=exec_id in its environment, for stop_command after a Ctrl-C: the sessions run over
+    kept connections, so a session's end kills nothing on the head or the workers."""
     rows = [r for r in relay.worker_rows(info) if r.split()[0] in nodes]
+    remote = '"cd $4 && $GF_RCMD"' if in_workdir else '"$GF_RCMD"'
     one = (
-        '{ $RSH -p "$3" -o HostKeyAlgorithms="$5" -o ControlMaster=auto "$2" '
-        '"cd $4 && $GF_CMD" </dev/null; '
-        f'printf "\\n{MARK}%s\\n" $?; }} 2>&1 | sed "s/^/[$1] /"'
+        f'unset {MARKER}; {{ $RSH -p "$3" -o HostKeyAlgorithms="$5" -o ControlMaster=auto "$2" '
+        f"{remote} </dev/null; "
+        f'printf "\\n{MARK}%s\\n" $?; }} 2>&1 | $SEDU "s/^/[$1] /"'
     )
     local = (
         f'{{ sh -c "$GF_CMD" </dev/null; printf "\\n{MARK}%s\\n" $?; }} 2>&1 '
-        f'| sed "s/^/[{info.nodes[0].name}] /" &'
+        f'| $SEDU "s/^/[{info.nodes[0].name}] /" &'
     )
-    lines = [*relay.HEAD_ENV, f"GF_CMD={shlex.quote(command)}", "export GF_CMD"]
+    marked = f"exec env {MARKER}={exec_id} /bin/sh -c {shlex.quote(command)}"
+    lines = [
+        *relay.HEAD_ENV,
+        *LINE_SED,
+        f"GF_CMD={shlex.quote(command)}",
+        f"GF_RCMD={shlex.quote(marked)}",
+        f"{MARKER}={exec_id}",
+        f"export GF_CMD GF_RCMD {MARKER}",
+    ]
     if info.nodes[0].name in nodes:
         lines.append(local)
     if rows:
@@ -46,6 +110,15 @@ def tree_script(info: ClusterRecord, command: str, nodes: list[str], parallel: i
         ]
     lines += ["wait", ""]
     return "\n".join(lines)
+
+
+def stop_command(exec_id: str) -> str:
+    """sh: TERM this node's processes of tree run `exec_id`, KILL those left 2 s later."""
+    return (
+        marked_command(f"{MARKER}={exec_id}")
+        + 'l=$(scan); [ -n "$l" ] || exit 0; kill -TERM $l 2>/dev/null; sleep 2; '
+        + 'l=$(scan); [ -n "$l" ] && kill -KILL $l 2>/dev/null; exit 0'
+    )
 
 
 class _Collector:
@@ -95,10 +168,27 @@ class _Collector:
 
 
 def run_tree(
-    info: ClusterRecord, command: str, nodes: list[str] | None = None, stream: Any = None
+    info: ClusterRecord,
+    command: str,
+    nodes: list[str] | None = None,
+    stream: Any = None,
+    *,
+    in_workdir: bool = True,
+    timeout: float | None = None,
+    stop: bool = True,
 ) -> dict[str, HostResult]:
-    """Run `command` on `nodes` (default all) through the head: node -> HostResult."""
+    """Run `command` on `nodes` (default all) through the head: node -> HostResult.
+
+    timeout: the head command is ended after this long; nodes with no exit status by then
+    get error "timed out". TreeFailed when the head gave no node's exit status. stop: an
+    interrupt (Ctrl-C) also stops what was started on every node (stop_command).
+    """
+    import contextlib
+    import secrets
+    import threading
+
     from gpufleet.core import state
+    from gpufleet.core.signals import shielded
 
     names = nodes or [n.name for n in info.nodes]
     known = {n.name for n in info.nodes}
@@ -111,13 +201,59 @@ def run_tree(
     control = relay.control_path(state.cluster_dir(info.name))
     # One round trip: the head gets its keys on stdin, then runs the fan-out.
     script = relay.prepare_script(info, warm=False, require_rsync=False)
-    script += tree_script(info, command, names)
+    exec_id = secrets.token_hex(8)
+    script += tree_script(info, command, names, in_workdir=in_workdir, exec_id=exec_id)
     proc = relay.start_prepare(info, control, script)
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout or 0, expire)
+    if timeout is not None:
+        timer.daemon = True
+        timer.start()
     collect = _Collector(stream)
-    # The stream carries stdout only: a line may have been split on a chunk edge otherwise.
-    for raw in proc.stdout:
-        collect.feed(raw.decode(errors="replace").rstrip("\n"))
-    err = relay.stderr_text(proc)
-    if proc.wait() != 0 and not collect.codes:
-        raise GpufleetError(f"tree exec on {info.nodes[0].name} failed: {err.strip()[-500:]}")
-    return collect.results(names)
+    seen = False
+    try:
+        # The stream carries stdout only: a line may have been split on a chunk edge otherwise.
+        for raw in proc.stdout:
+            seen = True
+            collect.feed(raw.decode(errors="replace").rstrip("\n"))
+        err = relay.stderr_text(proc)
+    except BaseException:
+        proc.kill()
+        if stop:
+            with shielded(), contextlib.suppress(Exception):  # best effort: re-raised below
+                cmd = stop_command(exec_id)
+                run_tree(info, cmd, names, in_workdir=False, timeout=20, stop=False)
+        raise
+    finally:
+        timer.cancel()
+    if proc.wait() != 0 and not collect.codes and not fired.is_set():
+        raise TreeFailed(info.nodes[0].name, err.strip()[-500:], seen)
+    results = collect.results(names)
+    if fired.is_set():
+        for r in results.values():
+            if r.exit_code is None:
+                r.error = f"timed out after {timeout:g}s"
+    return results
+
+
+def why_failed(result: HostResult) -> str | None:
+    """A tree result as the lease's on_every_node says it: None, or why (with the node's last
+    line of output, where OpenSSH says why it could not reach the worker)."""
+    if result.ok:
+        return None
+    if result.exit_code is None:
+        return result.error or "no exit status"
+    last = result.stdout.strip().splitlines()[-1:] or [""]
+    return f"exit {result.exit_code}" + (f": {last[0][-200:]}" if last[0] else "")
+
+
+def on_every_node(info: ClusterRecord, nodes: list[str], cmd: str, timeout: float) -> dict:
+    """remote/lease.on_every_node through the head: `cmd` on every node; node -> None, or why.
+    TreeFailed when the head could not run the fan-out (the caller then goes direct)."""
+    results = run_tree(info, cmd, nodes, in_workdir=False, timeout=timeout)
+    return {n: why_failed(results[n]) for n in nodes}

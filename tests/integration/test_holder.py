@@ -1,6 +1,6 @@
 """Warm and tree exec on a real sandbox: a warm exec opens no SSH connection, keeps exit
 codes, timeouts and Ctrl-C, and its holder goes away with `down`; a tree exec reaches
-every node through the head."""
+every node through the head, by default from GPUFLEET_TREE_FROM nodes on, the lease too."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from gpufleet.core import state
 from gpufleet.provision.localprocs import folder_processes
@@ -63,12 +65,15 @@ def test_warm_exec_reuses_connections_and_keeps_exit_codes(make_sandbox, gpuflee
     assert _accepted(info) == before
 
 
-def test_ctrl_c_on_a_warm_exec_stops_the_remote_command(make_sandbox, gpufleet_home):
+@pytest.mark.parametrize("mode", ["warm", "tree"])
+def test_ctrl_c_on_a_warm_exec_stops_the_remote_command(make_sandbox, gpufleet_home, mode):
     make_sandbox("t", 2)
-    gpufleet(gpufleet_home, "exec", "t", "--", "true")
-    _wait_for_holder("t")
+    flags = ["--tree"] if mode == "tree" else []
+    gpufleet(gpufleet_home, "exec", "t", *flags, "--", "true")
+    if mode == "warm":
+        _wait_for_holder("t")
     p = subprocess.Popen(
-        [sys.executable, "-m", "gpufleet", "exec", "t", "--", "echo started; sleep 60"],
+        [sys.executable, "-m", "gpufleet", "exec", "t", *flags, "--", "echo started; sleep 60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -119,7 +124,7 @@ def test_down_stops_the_holder(gpufleet_home):
     assert not holder.socket_path("h").exists()
 
 
-def test_tree_exec_runs_everywhere_through_the_head(make_sandbox, gpufleet_home):
+def test_tree_exec_runs_everywhere_through_the_head(make_sandbox, gpufleet_home, monkeypatch):
     info = make_sandbox("t", 4)
     r = gpufleet(
         gpufleet_home,
@@ -136,3 +141,23 @@ def test_tree_exec_runs_everywhere_through_the_head(make_sandbox, gpufleet_home)
     assert one.returncode == 0 and one.stdout == f"[node-3] {info.nodes[3].workdir}\n"
     # This machine kept its one connection to the head; the head kept its own to node-3.
     assert _accepted(info) == before
+    # From GPUFLEET_TREE_FROM nodes on the tree is the default, over the kept connections;
+    # --no-tree and --timeout reach every node from here; --json keeps its shape either way.
+    monkeypatch.setenv("GPUFLEET_TREE_FROM", "4")
+    by_default = gpufleet(gpufleet_home, "exec", "t", "--json", "--", "true")
+    assert by_default.returncode == 0 and _accepted(info) == before
+    direct = gpufleet(gpufleet_home, "exec", "t", "--timeout", "60", "--json", "--", "true")
+    assert direct.returncode == 0 and _accepted(info) > before
+    rows = [json.loads(p.stdout)["nodes"] for p in (by_default, direct)]
+    assert [sorted(r) for r in rows[0]] == [sorted(r) for r in rows[1]]
+    assert [r["name"] for r in rows[0]] == [f"node-{i}" for i in range(4)]
+    # The lease too: one command on the head writes every node's.
+    from gpufleet.remote import Group
+
+    before = _accepted(info)
+    with Group(state.load("t")) as g:
+        assert g.write_lease(600) == {f"node-{i}": None for i in range(4)}
+    assert _accepted(info) == before  # no connection from here to any node
+    for n in info.nodes:
+        left = int((Path(n.workdir).parent / "lease").read_text()) - time.time()
+        assert 590 < left <= 601

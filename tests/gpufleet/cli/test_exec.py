@@ -9,9 +9,11 @@ from gpufleet.cli.exec import failures, parse_fast
 
 def test_parses_the_common_forms():
     assert parse_fast(["exec", "t", "--", "hostname"]) == {
-        "name": "t", "nodes": [], "timeout": None, "json": False, "tree": False,
+        "name": "t", "nodes": [], "timeout": None, "json": False, "tree": None,
         "command": ["hostname"],
     }  # fmt: skip
+    assert parse_fast(["exec", "t", "--tree", "--", "true"])["tree"] is True
+    assert parse_fast(["exec", "t", "--no-tree", "--", "true"])["tree"] is False
     got = parse_fast(["exec", "t", "--node", "node-1", "--node", "2", "--timeout", "5", "--json",
                       "--", "echo", "a b"])  # fmt: skip
     assert got["nodes"] == ["node-1", "2"] and got["timeout"] == 5.0 and got["json"]
@@ -28,6 +30,7 @@ def test_parses_the_common_forms():
         ["exec", "t", "--node"],
         ["run", "--", "x.py"],
         ["exec", "t", "--"],
+        ["exec", "t", "--tree", "--no-tree", "--", "true"],  # typer says which one wins
     ],
 )
 def test_anything_else_falls_back_to_typer(args):

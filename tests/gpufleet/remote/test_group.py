@@ -164,3 +164,35 @@ def test_a_dropped_head_is_reopened_once_per_command(monkeypatch):
     g._reopens = None  # outside run(): wait_ready and reconnect have their own rules
     g._transport(head)
     assert opened == ["node-0", "node-0"]
+
+
+def test_lease_through_the_head_from_tree_from_nodes_and_direct_if_it_cannot(monkeypatch):
+    from gpufleet.remote import tree
+    from tests.gpufleet.jobs.test_rsync import _info
+
+    monkeypatch.setenv("GPUFLEET_TREE_FROM", "3")
+    monkeypatch.setattr(tree.shutil, "which", lambda _p: "/usr/bin/ssh")
+    info = _info()
+    info.provider, info.cloud = {}, "local"
+    info.node = lambda name: next(n for n in info.nodes if n.name == name)
+    g = Group(info)  # type: ignore[arg-type]
+    asked = []
+    monkeypatch.setattr(
+        tree, "on_every_node", lambda i, nodes, cmd, t: asked.append(nodes) or {"node-0": None}
+    )
+    direct = []
+    monkeypatch.setattr(
+        "gpufleet.remote.group.on_every_node", lambda nodes, *a: direct.append(nodes) or {}
+    )
+    assert g._on_every_node("true", 5) == {"node-0": None}
+    assert asked == [["node-0", "node-1", "node-2"]] and direct == []
+    g.subset(["node-1"])._on_every_node("true", 5)  # one node: direct
+    assert [n.name for n in direct[0]] == ["node-1"]
+
+    def cannot(*_a):
+        raise tree.TreeFailed("node-0", "sh: ssh: not found", started=False)
+
+    monkeypatch.setattr(tree, "on_every_node", cannot)
+    g._on_every_node("true", 5)
+    assert [n.name for n in direct[1]] == ["node-0", "node-1", "node-2"]
+    g.close()

@@ -45,3 +45,50 @@ def test_output_without_final_newline_and_real_empty_lines_are_kept():
     assert res["node-0"].stdout == "x\n\n" and res["node-0"].exit_code == 3
     assert res["node-2"].stdout == "partial\n"
     assert res["node-1"].exit_code is None and res["node-1"].error
+
+
+def test_lease_script_runs_where_workers_log_in():
+    script = tree.tree_script(_info(), "true", ["node-1"], in_workdir=False)
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert '"$GF_RCMD" </dev/null' in script and "cd $4" not in script
+    assert "cd $4 && $GF_RCMD" in tree.tree_script(_info(), "true", ["node-1"])
+
+
+def test_every_process_but_the_heads_ssh_carries_the_runs_id_and_stop_finds_it():
+    script = tree.tree_script(_info(), "sleep 9", ["node-0", "node-1"], exec_id="ab12")
+    assert "GF_RCMD='exec env GPUFLEET_TREE_ID=ab12 /bin/sh -c '" in script
+    assert "GPUFLEET_TREE_ID=ab12\nexport GF_CMD GF_RCMD GPUFLEET_TREE_ID" in script
+    assert "unset GPUFLEET_TREE_ID; { $RSH" in script  # its kept connections outlive the run
+    stop = tree.stop_command("ab12")
+    subprocess.run(["sh", "-n", "-c", stop], check=True)
+    assert "grep -qxF GPUFLEET_TREE_ID=ab12" in stop
+
+
+def test_why_a_node_failed_names_ssh_s_last_line():
+    from gpufleet.core.errors import HostResult
+
+    assert tree.why_failed(HostResult("node-1", 0, "a\n")) is None
+    refused = HostResult("node-1", 255, "ssh: connect to host 10.0.0.2 port 22: refused\n")
+    assert tree.why_failed(refused) == "exit 255: ssh: connect to host 10.0.0.2 port 22: refused"
+    assert tree.why_failed(HostResult("node-2", 1)) == "exit 1"
+    assert tree.why_failed(HostResult("node-3", None, error="timed out after 20s")) == (
+        "timed out after 20s"
+    )
+
+
+def test_the_heads_own_part_runs_and_reads_back(tmp_path):
+    (tmp_path / ".gpufleet" / "ssh").mkdir(parents=True)
+    script = tree.tree_script(_info(), "printf 'a\\n\\nb'; exit 3", ["node-0"])
+    out = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    c, seen = _feed(out.stdout.splitlines())
+    r = c.results(["node-0"])["node-0"]
+    assert (r.exit_code, r.stdout) == (3, "a\n\nb\n") and seen[0] == ("node-0", "a")
+
+
+def test_each_line_is_written_whole_where_sed_can():
+    # GNU sed -u: one write per line, so the nodes' lines never interleave inside a line
+    got = subprocess.run(
+        ["sh", "-c", "\n".join([*tree.LINE_SED, 'echo "$SEDU"'])], capture_output=True, text=True
+    )
+    assert got.stdout == "sed -u\n"
+    assert '| $SEDU "s/^/[$1] /"' in tree.tree_script(_info(), "true", ["node-1"])
