@@ -6,14 +6,14 @@ import resource
 
 from gpufleet.core.errors import ClientLimit
 
-# Measured (docs/limits.md): a cold exec on 8 and 16 sandbox nodes peaked at 2 fds per node + 1
-# (workers tunnelled in the head's one connection: paramiko makes a pipe of 2 fds for each
-# channel waited on); a node reached at its own address adds its socket.
-FDS_PER_NODE = 3
-FDS_BASE = 64  # the interpreter, state files, log and subprocess pipes (6 at start-up)
-# Measured 2.6 per node (a transport's thread and a pool worker each); `run` adds a liveness
-# probe per node, and a lease renewal or a cancel a short-lived thread per node.
-THREADS_PER_NODE = 4
+# Measured (docs/limits.md; 8 and 16 sandbox nodes, workers tunnelled in the head's one
+# connection): a cold exec peaked at 2 fds and 2.2 threads per node, a `run` at 2 fds and 3
+# threads. Per node: its socket where it is reached at its own address, and its transport's
+# thread; per command running on it: the pipe (2 fds) paramiko makes for a channel that is
+# waited on, a pool worker, and in a run a liveness probe and a lease renewal's or a kill's
+# short-lived thread.
+FDS_BASE, FDS_PER_NODE, FDS_PER_COMMAND = 64, 1, 2
+THREADS_BASE, THREADS_PER_NODE, THREADS_PER_COMMAND = 16, 1, 3
 
 FDS_FIX = (
     "raise the hard limit on open files (`ulimit -Hn` shows it; `nofile` in "
@@ -25,25 +25,25 @@ THREADS_FIX = (
 )
 
 
-def fds_needed(nodes: int) -> int:
-    return FDS_BASE + FDS_PER_NODE * nodes
+def fds_needed(nodes: int, commands: int = 1) -> int:
+    """Open files for `nodes` connections with `commands` running at once on each."""
+    return FDS_BASE + nodes * (FDS_PER_NODE + FDS_PER_COMMAND * commands)
 
 
-def threads_needed(nodes: int) -> int:
-    return 16 + THREADS_PER_NODE * nodes
+def threads_needed(nodes: int, commands: int = 1) -> int:
+    return THREADS_BASE + nodes * (THREADS_PER_NODE + THREADS_PER_COMMAND * commands)
 
 
 TREE = "; `exec --tree` holds one connection here whatever the cluster's size"
 
 
-def ensure(nodes: int) -> None:
-    """Make room in this process for SSH to `nodes` nodes at once: its soft limits on open
-    files and threads are raised to the hard ones where they are too low; ClientLimit, before
-    anything starts, when even those are."""
-    _ensure(resource.RLIMIT_NOFILE, "open files (RLIMIT_NOFILE)", nodes, fds_needed(nodes),
-            FDS_FIX + TREE)  # fmt: skip
-    _ensure(resource.RLIMIT_NPROC, "threads (RLIMIT_NPROC)", nodes, threads_needed(nodes),
-            THREADS_FIX + TREE)  # fmt: skip
+def ensure(nodes: int, commands: int = 1) -> None:
+    """Make room in this process for SSH to `nodes` nodes at once, `commands` at once on each
+    (the holder serves several): its soft limits on open files and threads are raised to the
+    hard ones where they are too low; ClientLimit, before anything starts, when even those are."""
+    fds, threads = fds_needed(nodes, commands), threads_needed(nodes, commands)
+    _ensure(resource.RLIMIT_NOFILE, "open files (RLIMIT_NOFILE)", nodes, fds, FDS_FIX + TREE)
+    _ensure(resource.RLIMIT_NPROC, "threads (RLIMIT_NPROC)", nodes, threads, THREADS_FIX + TREE)
 
 
 def _ensure(which: int, label: str, nodes: int, need: int, fix: str) -> None:

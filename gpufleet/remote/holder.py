@@ -163,11 +163,13 @@ class Holder:
     """The server side: one shared Group, a thread per request."""
 
     def __init__(self, name: str, idle_s: float):
+        from gpufleet.core import limits
         from gpufleet.remote import Group
 
         self.name = name
         self.idle_s = idle_s
         self.info = state.load(name)  # validated: first contact may rotate host keys
+        limits.ensure(len(self.info.nodes), commands=CONCURRENT)  # or no holder: execs go cold
         self.record = _record_id(name)
         self.group = Group(self.info)  # holds the transports; requests run on subsets
         self.busy = 0

@@ -84,3 +84,12 @@ def test_a_group_and_a_create_are_refused_before_anything_is_opened(rlimits, mon
     with pytest.raises(ClientLimit):
         ops.create(ClusterSpec(name="c", cloud="local", nodes=4), lambda _m: None)
     assert not state.known("c")
+
+
+def test_commands_at_once_on_each_node_count(rlimits):
+    """The holder serves several requests on its connections: each one's channels count."""
+    now, _ = rlimits
+    now[resource.RLIMIT_NOFILE] = (1024, 1024)
+    limits.ensure(200)
+    with pytest.raises(ClientLimit):
+        limits.ensure(200, commands=4)
