@@ -6,8 +6,8 @@ import resource
 
 from gpufleet.core.errors import ClientLimit
 
-# Measured (docs/limits.md; 8 and 16 sandbox nodes, workers tunnelled in the head's one
-# connection): a cold exec peaked at 2 fds and 2.2 threads per node, a `run` at 2 fds and 3
+# Measured (docs/limits.md; 8, 16 and 64 sandbox nodes, workers tunnelled in the head's one
+# connection): a cold exec peaked at 2 fds and 2.2-2.9 threads per node, a `run` at 2 fds and 3
 # threads. Per node: its socket where it is reached at its own address, and its transport's
 # thread; per command running on it: the pipe (2 fds) paramiko makes for a channel that is
 # waited on, a pool worker, and in a run a liveness probe and a lease renewal's or a kill's
