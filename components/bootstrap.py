@@ -123,6 +123,8 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
+        sshd_dropin=sshd_dropin(),
+        sshd_dropin_path=SSHD_DROPIN_PATH,
         expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
         if ctx.expires_at or expiry_tag(ctx)
         else "",
@@ -135,6 +137,15 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
             ctx.cloud, ()
         ),
     )
+
+
+SSHD_DROPIN_PATH = "/etc/ssh/sshd_config.d/10-gpufleet.conf"
+
+
+def sshd_dropin() -> str:
+    """gpufleet's sshd settings on the nodes it creates (images/ssh/10-gpufleet.conf): the
+    limits a cluster's fan-out reaches, raised where OpenSSH's defaults are too low."""
+    return node_copy((IMAGES / "ssh" / "10-gpufleet.conf").read_text()).rstrip("\n")
 
 
 def boot_pull(ctx: BootstrapContext) -> dict[str, str]:

@@ -32,6 +32,9 @@ def create(
     owner: the PID of a CLI that will remove the cluster itself (`run`); recorded first, so
     `gpufleet sweep` can tell an orphan from a cluster kept on purpose.
     """
+    from gpufleet.core import limits
+
+    limits.ensure(spec.nodes)  # this machine's fds and threads for them: refused before any is made
     with state.lock(spec.name):  # two creates of one name: the second is refused at once
         if state.known(spec.name):
             raise ClusterExists(spec.name)

@@ -9,6 +9,7 @@ from gpufleet.components.exitcodes import ExitCode
 
 __all__ = [
     "CatalogError",
+    "ClientLimit",
     "ClusterExists",
     "ClusterExpired",
     "ClusterNotFound",
@@ -66,6 +67,23 @@ class ClusterExists(GpufleetError):
             hint=f"reuse it with --cluster {name}, or remove it with `gpufleet down {name}`",
         )
         self.name = name
+
+
+class ClientLimit(GpufleetError):
+    """This machine's process limit (`limit`: RLIMIT_NOFILE, RLIMIT_NPROC) is below what
+    `nodes` need (`need`), even raised to its hard limit (`have`); nothing was started."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, limit: str, nodes: int, need: int, have: int, hint: str):
+        super().__init__(
+            f"{nodes} nodes need about {need} of {limit}; this process may have {have}",
+            hint=hint,
+        )
+        self.limit = limit
+        self.nodes = nodes
+        self.need = need
+        self.have = have
 
 
 class ClusterBusy(GpufleetError):

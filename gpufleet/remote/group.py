@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.core import limits
 from gpufleet.core.errors import (
     GroupError,
     HostKeyMismatch,
@@ -56,7 +57,11 @@ class Group:
         self.kill_marker = kill_marker
         self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
         self.connect_timeout = connect_timeout
-        self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
+        if share is None:
+            limits.ensure(len(self.nodes))  # its fds and threads, before any is opened
+        # One worker per node, never fewer: a job's command runs until the job ends, so a
+        # node left waiting for a worker would never start (257 nodes with a cap of 256).
+        self._pool = ThreadPoolExecutor(max_workers=max_workers or max(len(self.nodes), 1))
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,18 @@ def mux_options(control_path: str | None, master: bool = True) -> list[str]:
     ]
 
 
+# A Unix socket's path (sun_path): 108 bytes on Linux, 104 on macOS and the BSDs, with its NUL.
+# OpenSSH binds a master at the ControlPath plus ".<16 random characters>", then renames it
+# (mux.c): 17 bytes more. Measured with OpenSSH 9.2 on Linux: 90 made a master, 94 printed
+# "unix_listener: path ... too long for Unix domain socket" and ran without one.
+LINUX_MAX_CONTROL_PATH = 108 - 18  # the nodes' (the head's own worker connections)
+MAX_CONTROL_PATH = LINUX_MAX_CONTROL_PATH if sys.platform.startswith("linux") else 104 - 18
+
+
 def control_path(cluster_dir: Path) -> str | None:
     """The head connection's socket, in the cluster's state folder; None if too long for one."""
     path = str(cluster_dir / "mux-head")
-    return path if len(path) < 100 else None
+    return path if len(path.encode()) <= MAX_CONTROL_PATH else None
 
 
 def key_type(node: Any) -> str:
@@ -88,8 +97,9 @@ def worker_rows(info: ClusterRecord) -> list[str]:
 
 
 # On the head: the keys it was handed, and one persistent OpenSSH connection per worker. A
-# socket path must stay under ~104 bytes: when the keys folder is deep, the path relative to
-# the workdir (where every head command runs, and OpenSSH takes it as given), never /tmp.
+# socket path must stay within MAX_CONTROL_PATH (%C is 40 hex characters): when the keys folder
+# is deep, the path relative to the workdir (where every head command runs, and OpenSSH takes
+# it as given), never /tmp.
 # The key exchange: OpenSSH's default sntrup761x25519 costs ~95 ms of the head's CPU per new
 # worker connection (../shared/bench/fanout/RESULTS.md), 6x what curve25519 does; ML-KEM is
 # cheap and kept where the head's ssh has it (naming it to an older ssh would fail).
@@ -97,7 +107,8 @@ def worker_rows(info: ClusterRecord) -> list[str]:
 HEAD_KEX = "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256"
 HEAD_ENV = [
     f"K=$(cd {HEAD_KEYS} && pwd) || exit 98",
-    f'if [ ${{#K}} -lt 50 ]; then CP="$K/m-%C"; else CP="{HEAD_KEYS}/m-%C"; fi',
+    f'if [ ${{#K}} -le {LINUX_MAX_CONTROL_PATH - len("/m-") - 40} ]; then CP="$K/m-%C"; '
+    f'else CP="{HEAD_KEYS}/m-%C"; fi',
     f"KEX={HEAD_KEX}",
     "if ssh -Q kex 2>/dev/null | grep -qx mlkem768x25519-sha256; then "
     'KEX="mlkem768x25519-sha256,$KEX"; fi',

@@ -27,6 +27,11 @@ from gpufleet.core.errors import HostResult
 
 IDLE_S = 900.0
 CHECK_S = 1.0
+# Requests served at once on the held connections; one more is turned away unanswered and its
+# client connects afresh. A request is a session on every node's one connection, two while its
+# kill runs, and sshd allows MaxSessions per connection (sshd_config(5): 10 by default, so on
+# a BYO host; 64 on the nodes gpufleet creates): an 11th at once failed on every node.
+CONCURRENT = 4
 
 
 def enabled() -> bool:
@@ -158,17 +163,20 @@ class Holder:
     """The server side: one shared Group, a thread per request."""
 
     def __init__(self, name: str, idle_s: float):
+        from gpufleet.core import limits
         from gpufleet.remote import Group
 
         self.name = name
         self.idle_s = idle_s
         self.info = state.load(name)  # validated: first contact may rotate host keys
+        limits.ensure(len(self.info.nodes), commands=CONCURRENT)  # or no holder: execs go cold
         self.record = _record_id(name)
         self.group = Group(self.info)  # holds the transports; requests run on subsets
         self.busy = 0
         self.last = time.monotonic()
         self.stopping = threading.Event()
         self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(CONCURRENT)
 
     def should_exit(self) -> bool:
         if self.stopping.is_set():
@@ -216,6 +224,14 @@ class Holder:
         if req.get("op") == "ping" or "cmd" not in req:
             conn.sendall(b"ok\n")
             return
+        if not self.slots.acquire(blocking=False):
+            return  # closed unanswered: request() returns None, the client connects itself
+        try:
+            self._serve(conn, req)
+        finally:
+            self.slots.release()
+
+    def _serve(self, conn: socket.socket, req: dict[str, Any]) -> None:
         try:
             sub = self.group.subset(req["nodes"] or [n.name for n in self.info.nodes])
         except Exception as e:

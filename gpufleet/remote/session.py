@@ -17,6 +17,18 @@ Stream = Callable[[str, str, bool], None]  # (node name, line without newline, i
 EOF_GRACE_S = 1.0  # output that arrives after the exit status, before EOF
 
 
+def wait_readable(chan: Any, timeout: float) -> bool:
+    """Until `chan` has something to read (True) or `timeout` passes (False).
+
+    poll(), never select(): select() refuses a descriptor at or above FD_SETSIZE (1024,
+    "filedescriptor out of range in select()"), and a client of a few hundred nodes holds
+    more than that (each channel's fileno() is a pipe of 2 fds, each direct node a socket).
+    """
+    p = select.poll()
+    p.register(chan.fileno(), select.POLLIN)
+    return bool(p.poll(timeout * 1000))
+
+
 class LineSplitter:
     """One output stream of a command: its PID line taken off into `pids`, whole lines streamed."""
 
@@ -89,12 +101,12 @@ def pump(
                 elif chan.closed or chan.eof_received or time.monotonic() > grace:
                     return False
                 else:
-                    select.select([chan], [], [], 0.05)
+                    wait_readable(chan, 0.05)
         if deadline is not None and time.monotonic() > deadline:
             return True
         if stop.is_set():
             return False  # closed under us: the caller reports no exit status
-        select.select([chan], [], [], 0.2)
+        wait_readable(chan, 0.2)
 
 
 def await_ready(chan: Any, node_name: str, command: str, ready: str, timeout: float) -> Any:
@@ -117,5 +129,5 @@ def await_ready(chan: Any, node_name: str, command: str, ready: str, timeout: fl
             raise GpufleetError(
                 f"{node_name}: `{command}` failed: {why}" + (f" ({err[-1]})" if err else "")
             )
-        select.select([chan], [], [], 0.2)
+        wait_readable(chan, 0.2)
     return chan

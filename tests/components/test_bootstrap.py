@@ -152,6 +152,26 @@ def test_host_key_lands_as_a_block(tmp_path):
     assert "NCCL_NET=GPUDirectTCPX_v7" in files["/etc/gpufleet/nccl.env"]
 
 
+@pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="needs OpenSSH")
+def test_sshd_reads_the_drop_in_that_every_node_gets(tmp_path):
+    """The node's sshd_config.d file, as cloud-init writes it, parsed by the real sshd (-T
+    prints the settings in effect)."""
+    import yaml
+
+    from gpufleet.provision.localsshd import find_sshd
+
+    spec = stackconfig.spec_from_stack("aws-p5")
+    doc = yaml.safe_load(render_cloud_init(bootstrap.placeholder_context(spec, 0, EXPIRES)))
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    key = tmp_path / "hostkey"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    conf = tmp_path / "sshd_config"
+    conf.write_text(files[bootstrap.SSHD_DROPIN_PATH] + f"HostKey {key}\n")
+    r = subprocess.run([find_sshd(), "-T", "-f", str(conf)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "maxsessions 64" in r.stdout.splitlines()
+
+
 def test_template_is_strict_about_missing_values():
     with pytest.raises(jinja2.UndefinedError):
         bootstrap._template().render(cluster="c")

@@ -166,7 +166,7 @@ def test_the_node_makes_its_host_key_once_per_instance_so_a_reboot_keeps_it(nd):
         assert "ssh_keys" not in doc and "PRIVATE KEY" not in text
         assert doc["ssh"]["emit_keys_to_console"] is True
         assert "bootcmd" not in doc
-        assert not [f for f in doc.get("write_files", []) if "/etc/ssh/" in f["path"]]
+        assert not [f for f in doc.get("write_files", []) if "ssh_host_" in f["path"]]
         assert not [c for c in doc.get("runcmd", []) if "ssh_host_" in str(c)]
 
 

@@ -80,3 +80,33 @@ def test_popen_spools_stderr_so_a_chatty_command_cannot_stall_on_a_full_pipe():
     assert proc.stdout.read() == b"done\n"
     assert head.stderr_text(proc) == "w" * 300_000
     assert proc.returncode == 0
+
+
+def test_a_control_path_is_kept_only_where_openssh_can_bind_its_master(tmp_path):
+    """OpenSSH binds the master at the path + 17 characters (measured: 90 made one on Linux,
+    94 did not); past that, no kept connection rather than an error line on every command."""
+    from pathlib import Path
+
+    room = head.MAX_CONTROL_PATH - len("/mux-head")
+    fits = Path("/" + "d" * (room - 1))
+    assert head.control_path(fits) == f"{fits}/mux-head"
+    assert head.control_path(Path(f"{fits}x")) is None
+
+
+def test_the_heads_worker_sockets_fit_however_deep_its_workdir():
+    """On the head: an absolute socket path (keys folder + /m- + %C's 40 characters) where it
+    fits OpenSSH's bound, the relative one where it does not."""
+    import tempfile
+    from pathlib import Path
+
+    room = head.LINUX_MAX_CONTROL_PATH - len("/m-") - 40
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:
+        for extra, absolute in ((0, True), (1, False)):
+            wd = Path(top) / ("w" * (room + extra - len(f"{top}/") - len(f"/{head.HEAD_KEYS}")))
+            (wd / head.HEAD_KEYS).mkdir(parents=True)
+            script = "\n".join([*head.HEAD_ENV, 'printf %s "$CP"'])
+            cp = subprocess.run(
+                ["sh", "-c", script], cwd=wd, capture_output=True, text=True, check=True
+            ).stdout
+            assert cp.startswith("/") is absolute
+            assert len(cp.replace("%C", "c" * 40)) <= head.LINUX_MAX_CONTROL_PATH

@@ -62,3 +62,29 @@ def test_output_that_arrives_after_the_exit_status_is_kept():
         os.close(w)
     assert seen == ["err"]
     assert err.close().strip() == "err"
+
+
+def test_wait_readable_takes_a_descriptor_above_select_s_1024():
+    """A client of a few hundred nodes holds over 1024 fds; select() refuses those."""
+    import resource
+
+    from gpufleet.remote.session import wait_readable
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1100), hard))
+    r, w = os.pipe()
+    high = os.dup2(r, 1050)
+
+    class Chan:
+        def fileno(self):
+            return high
+
+    try:
+        assert wait_readable(Chan(), 0) is False
+        os.write(w, b"x")
+        assert wait_readable(Chan(), 5) is True
+    finally:
+        for fd in (r, w, high):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
