@@ -53,7 +53,7 @@ class Group:
         self.kill_marker = kill_marker
         self.nodes = [info.node(n) for n in nodes] if nodes else list(info.nodes)
         self.connect_timeout = connect_timeout
-        self._pool = ThreadPoolExecutor(max_workers=max_workers or min(len(self.nodes), 256))
+        self._pool = ThreadPoolExecutor(max_workers=max_workers or max(1, len(self.nodes)))
         self._pids: dict[str, int] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
