@@ -146,10 +146,13 @@ def start_sshd(sshd: str, conf: Path, log_path: Path) -> subprocess.Popen:
 def wait_listening(
     info: ClusterInfo, procs: dict[str, subprocess.Popen], progress: Progress
 ) -> None:
-    """Until every node's sshd accepts connections; GpufleetError if one exits or is late."""
+    """Until every node's sshd accepts connections; GpufleetError if one exits, or if none
+    starts listening for START_TIMEOUT_S: the wait is for a stuck sshd, not a bound on the
+    whole start, which grows with N (hundreds of sshds starting on a few cores)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = {n.name: n for n in info.nodes}
     while waiting:
+        before = len(waiting)
         for name, node in list(waiting.items()):
             if procs[name].poll() is not None:
                 log = Path(node.workdir).parent / "sshd.log"
@@ -162,9 +165,13 @@ def wait_listening(
                 socket.create_connection((node.private_ip, node.ssh_port), timeout=0.2),
             ):
                 del waiting[name]
-        if waiting and time.monotonic() > deadline:
+        if len(waiting) < before:
+            deadline = time.monotonic() + START_TIMEOUT_S
+        elif waiting and time.monotonic() > deadline:
             raise GpufleetError(
-                f"sandbox sshd not listening after {START_TIMEOUT_S}s: " + ", ".join(waiting)
+                f"sandbox sshd not listening, and no other started for {START_TIMEOUT_S:.0f}s: "
+                + ", ".join(list(waiting)[:10])
+                + (f" and {len(waiting) - 10} more" if len(waiting) > 10 else "")
             )
         if waiting:
             time.sleep(0.01)

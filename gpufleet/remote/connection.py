@@ -16,6 +16,15 @@ from gpufleet.remote.knownhosts import host_entry, private_port
 if TYPE_CHECKING:
     from gpufleet.components.clusterinfo import NodeInfo
 
+# Handshakes under way at once in this process. Unbounded, a thousand nodes' handshakes (one
+# thread each, one GIL, sshds on the same few cores in the sandbox) all progressed so slowly
+# that each ran past its timeout: paramiko's start_client returns at the timeout with the key
+# exchange unfinished ("No existing session"), and nearly every node failed at once (`up` of
+# 1,000 sandbox nodes). Paced, each handshake takes its own time and the whole no longer:
+# the work is the same, and it was CPU-bound.
+HANDSHAKES_AT_ONCE = 64
+_handshakes = threading.BoundedSemaphore(HANDSHAKES_AT_ONCE)
+
 # paramiko logs failures (e.g. a tunnel refused while a node's sshd reloads its new host key)
 # that gpufleet retries or reports itself, per node; without a handler Python prints them raw.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -113,7 +122,21 @@ def open_transport(
     via: paramiko.Transport | None = None,
 ) -> paramiko.Transport:
     """Connect (through `via` when given), check the host key against known_hosts,
-    authenticate with the cluster key."""
+    authenticate with the cluster key; at most HANDSHAKES_AT_ONCE at a time (the wait for
+    a turn is not counted in `timeout`)."""
+    with _handshakes:
+        return _open_transport(node, user=user, pkey=pkey, pinned=pinned, timeout=timeout, via=via)
+
+
+def _open_transport(
+    node: NodeInfo,
+    *,
+    user: str,
+    pkey: paramiko.PKey,
+    pinned: dict[str, dict[str, set[str]]],
+    timeout: float,
+    via: paramiko.Transport | None,
+) -> paramiko.Transport:
     sock, entry = open_socket(node, via, timeout)
     transport = paramiko.Transport(sock)
     try:

@@ -28,7 +28,7 @@ def test_local_defaults():
         ({"cloud": "aws"}, "instance_type", "gpufleet catalog"),
         ({"instance_type": "p4d.24xlarge"}, "instance_type", "--cloud"),
         ({"gpus_per_node": 8}, "gpus_per_node", "--gpus"),
-        ({"nodes": 500}, "nodes", "at most 128"),
+        ({"nodes": 1500}, "nodes", "at most 1000"),
         ({"colour": "red"}, "colour", "known fields"),
         ({"cloud": "moon"}, "cloud", "use one of 'local', 'vm', 'ssh', 'aws'"),
         (

@@ -65,3 +65,10 @@ def test_descendants_are_children_and_theirs():
     finally:
         localprocs.terminate([child, parent.pid], grace_s=1)
         parent.wait()
+
+
+def test_descendants_from_one_parent_map():
+    parents = {2: 1, 3: 2, 4: 2, 5: 3, 6: 1, 7: 99}  # 1 -> 2 -> {3 -> 5, 4}, 1 -> 6
+    assert sorted(localprocs._descendants(2, parents)) == [3, 4, 5]
+    assert sorted(localprocs._descendants(1, parents)) == [2, 3, 4, 5, 6]
+    assert localprocs._descendants(5, parents) == []

@@ -53,3 +53,61 @@ def test_find_sshd_takes_path_then_sbin_else_says_how_to_install(monkeypatch):
     with pytest.raises(MissingTool) as e:
         localsshd.find_sshd()
     assert "openssh-server" in e.value.hint
+
+
+class _Clock:
+    """time for wait_listening: sleep() moves monotonic() on, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+class _Running:
+    returncode = None
+
+    def poll(self) -> None:
+        return None
+
+
+def _listen_at(monkeypatch, when: dict[str, float]) -> list[str]:
+    """Nodes at addresses named after them that accept connections from `when` on."""
+    import contextlib
+    from types import SimpleNamespace
+
+    clock = _Clock()
+    monkeypatch.setattr(localsshd, "time", clock)
+
+    def connect(addr, timeout):
+        if clock.now < when[addr[0]]:
+            raise ConnectionRefusedError
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(localsshd.socket, "create_connection", connect)
+    nodes = [
+        SimpleNamespace(name=n, private_ip=n, ssh_port=22, workdir=f"/x/{n}/work") for n in when
+    ]
+    info = SimpleNamespace(nodes=nodes)
+    said: list[str] = []
+    localsshd.wait_listening(info, {n: _Running() for n in when}, said.append)
+    return said
+
+
+def test_wait_listening_allows_a_long_start_while_sshds_keep_coming_up(monkeypatch):
+    # 3 x 8 s apart: 16 s in all, past START_TIMEOUT_S, but never 10 s without one more
+    said = _listen_at(monkeypatch, {"a": 0.0, "b": 8.0, "c": 16.0})
+    assert said == ["3 sandbox nodes listening"]
+
+
+def test_wait_listening_fails_when_none_comes_up_for_the_timeout(monkeypatch):
+    import pytest
+
+    from gpufleet.core.errors import GpufleetError
+
+    with pytest.raises(GpufleetError, match=r"no other started for 10s: b$"):
+        _listen_at(monkeypatch, {"a": 0.0, "b": 1e9})
