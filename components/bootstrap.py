@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.components.imageversions import IMAGES, for_node
@@ -64,8 +65,18 @@ def node_copy(script: str) -> str:
 
 def step_files() -> list[tuple[str, str]]:
     """(file name, text) of the recipe: the shared lib, the runner and every step, in order."""
-    steps = IMAGES / "steps"
-    return [(p.name, node_copy(p.read_text())) for p in sorted(steps.glob("*.sh"))]
+    return list(_shipped_steps(IMAGES / "steps"))
+
+
+# Shipped files, read once per process: a plan renders 512 nodes' cloud-init.
+@functools.cache
+def _shipped_steps(steps: Path) -> tuple[tuple[str, str], ...]:
+    return tuple((p.name, node_copy(p.read_text())) for p in sorted(steps.glob("*.sh")))
+
+
+@functools.cache
+def _shipped_text(path: Path) -> str:
+    return path.read_text()
 
 
 def node_env(ctx: BootstrapContext) -> dict[str, str]:
@@ -123,7 +134,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         env_text="".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).rstrip("\n"),
         nccl_text="".join(f"{k}={v}\n" for k, v in nccl.items()).rstrip("\n"),
         steps=step_files(),
-        expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
+        expire_script=node_copy(_shipped_text(IMAGES / "ttl" / "gpufleet-expire")).rstrip("\n")
         if ctx.expires_at or expiry_tag(ctx)
         else "",
         boot_lease_s=int(ctx.boot_lease_s)
