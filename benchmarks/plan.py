@@ -127,8 +127,8 @@ def table(runs: list[dict[str, Any]]) -> str:
         parts = [
             f"{c['total']} {t.split(':')[-1]}"
             + (
-                " (per node)"
-                if c["per_node_named"] == c["total"] == r["nodes"]
+                f" ({c['total'] // r['nodes']} per node)"
+                if c["per_node_named"] == c["total"] and c["total"] % r["nodes"] == 0
                 else f" ({c['per_node_named']} a node's)"
                 if c["per_node_named"]
                 else ""
