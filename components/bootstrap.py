@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.components.imageversions import IMAGES, for_node
@@ -64,8 +65,18 @@ def node_copy(script: str) -> str:
 
 def step_files() -> list[tuple[str, str]]:
     """(file name, text) of the recipe: the shared lib, the runner and every step, in order."""
-    steps = IMAGES / "steps"
-    return [(p.name, node_copy(p.read_text())) for p in sorted(steps.glob("*.sh"))]
+    return list(_shipped_steps(IMAGES / "steps"))
+
+
+# Shipped files, read once per process: a plan renders 512 nodes' cloud-init.
+@functools.cache
+def _shipped_steps(steps: Path) -> tuple[tuple[str, str], ...]:
+    return tuple((p.name, node_copy(p.read_text())) for p in sorted(steps.glob("*.sh")))
+
+
+@functools.cache
+def _shipped_text(path: Path) -> str:
+    return path.read_text()
 
 
 def node_env(ctx: BootstrapContext) -> dict[str, str]:
@@ -125,7 +136,7 @@ def render_cloud_init(ctx: BootstrapContext) -> str:
         steps=step_files(),
         sshd_dropin=sshd_dropin(),
         sshd_dropin_path=SSHD_DROPIN_PATH,
-        expire_script=node_copy((IMAGES / "ttl" / "gpufleet-expire").read_text()).rstrip("\n")
+        expire_script=node_copy(_shipped_text(IMAGES / "ttl" / "gpufleet-expire")).rstrip("\n")
         if ctx.expires_at or expiry_tag(ctx)
         else "",
         boot_lease_s=int(ctx.boot_lease_s)
@@ -145,7 +156,7 @@ SSHD_DROPIN_PATH = "/etc/ssh/sshd_config.d/10-gpufleet.conf"
 def sshd_dropin() -> str:
     """gpufleet's sshd settings on the nodes it creates (images/ssh/10-gpufleet.conf): the
     limits a cluster's fan-out reaches, raised where OpenSSH's defaults are too low."""
-    return node_copy((IMAGES / "ssh" / "10-gpufleet.conf").read_text()).rstrip("\n")
+    return node_copy(_shipped_text(IMAGES / "ssh" / "10-gpufleet.conf")).rstrip("\n")
 
 
 def boot_pull(ctx: BootstrapContext) -> dict[str, str]:

@@ -195,9 +195,10 @@ def plan_stack(
         config = with_overrides(config, overrides)
     spec = stackconfig.spec_from_config(config, stack=name)
     with cloud_sdk(spec.cloud):  # the mocks and the component import the cloud's SDK
-        from gpufleet.components.preview import evaluate
+        from gpufleet.components.preview import evaluate, fewer_collections
 
-        return _plan(name, spec, config, evaluate)
+        with fewer_collections():  # the document of 1,500 resources too (preview.py)
+            return _plan(name, spec, config, evaluate)
 
 
 def _plan(name: str, spec: ClusterSpec, config: dict[str, Any], evaluate: Any) -> dict[str, Any]:
