@@ -41,6 +41,12 @@ VCPU_QUOTAS: dict[str, dict[bool, tuple[str, str]]] = {
 VPC_QUOTA = ("vpc", "L-F678F1CE", "VPCs per Region")
 EIP_QUOTA = ("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs")
 GROUPS_QUOTA = ("vpc", "L-2AFB9258", "Security groups per network interface")
+# "Each AWS account can have up to a maximum of 5,000 launch templates per Region ... Your
+# accounts might have different quotas based on their age and usage history" (EC2 user guide,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/launch-template-restrictions.html, read
+# 2026-11-26). The page points to the Service Quotas console, but no quota code for it was
+# found to ask (GetServiceQuota needs one): the documented maximum.
+LAUNCH_TEMPLATES_PER_REGION = 5000
 # A 0.0.0.0/0 route through one of these gives a subnet without public addresses the internet
 # (dstack's aws/resources.py _is_private_subnet_with_internet_egress takes the same three).
 PRIVATE_EGRESS = ("nat_gateway_id", "transit_gateway_id", "vpc_peering_connection_id")
@@ -604,4 +610,58 @@ GROUPS_PER_INTERFACE = Validator(
     f"when an interface would carry more than {DEFAULT_GROUPS_PER_INTERFACE} security groups",
 )
 
-VALIDATORS = [VCPUS, VPCS, EIPS, IMAGE, EFA, GROUPS_PER_INTERFACE, EGRESS, RESERVATION]
+
+def launch_templates_tagged(region: str) -> int:
+    """Launch templates of the region the Resource Groups Tagging API lists: those that have
+    (or had) a tag. pulumi_aws has no data source for DescribeLaunchTemplates, which lists all;
+    this is a floor of the region's count, never more than it."""
+    try:
+        found = aws.resourcegroupstaggingapi.get_resources(
+            resource_type_filters=["ec2:launch-template"], region=region, opts=lookup_opts()
+        )
+    except Exception as e:  # the provider's error: tag:GetResources denied
+        raise Unanswered(
+            f"the tagging API did not list the launch templates ({_first_line(e)})"
+        ) from None
+    return len(found.resource_tag_mapping_lists or [])
+
+
+def _launch_templates(spec: ClusterSpec, it: InstanceType) -> str | None:
+    region = aws_region(spec)
+    used = launch_templates_tagged(region)
+    need = spec.nodes  # one per node (fleet.py: the user data and the head's NIC differ)
+    limit = LAUNCH_TEMPLATES_PER_REGION
+    if used + need > limit:
+        raise refuse(
+            LAUNCH_TEMPLATES,
+            f"{region} holds at least {used} launch templates (the tagged ones) and the cluster "
+            f"makes {need} more, one per node; EC2 allows {limit} per Region and would refuse "
+            "CreateLaunchTemplate after the network exists",
+            "delete launch templates no longer used (`aws ec2 describe-launch-templates "
+            f"--region {region}`, then `aws ec2 delete-launch-template`), use another region, "
+            f"or fewer nodes (room for {max(limit - used, 0)})",
+        )
+    return (
+        f"at least {used} of {limit} launch templates in {region} (tagged ones; untagged are "
+        f"not listed), the cluster makes {need}"
+    )
+
+
+LAUNCH_TEMPLATES = Validator(
+    "aws",
+    "the region's launch templates have room for one per node",
+    "Resource Groups Tagging API GetResources (ec2:launch-template; tagged templates only)",
+    _launch_templates,
+)
+
+VALIDATORS = [
+    VCPUS,
+    VPCS,
+    EIPS,
+    LAUNCH_TEMPLATES,
+    IMAGE,
+    EFA,
+    GROUPS_PER_INTERFACE,
+    EGRESS,
+    RESERVATION,
+]

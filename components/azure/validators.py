@@ -1,4 +1,4 @@
-"""Azure account checks before anything is registered: the vCPU quota, the image pin."""
+"""Azure account checks before anything is registered: quotas, the image pin, the subnet, roles."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.components.azure.backstop import fires_first_after_expiry
 from gpufleet.components.azure.byo import brought
 from gpufleet.components.azure.network import HPC_IMAGE
+from gpufleet.components.azure.pullaccess import acr_registry_id
 from gpufleet.components.azure.security import trusted_launch
 from gpufleet.components.azure.skus import ARM, http_get
 from gpufleet.components.catalog import lookup
@@ -27,6 +29,13 @@ IMAGES_VERSION = "2024-07-01"
 GROUPS_VERSION = "2021-04-01"
 VMS_VERSION = "2024-07-01"
 NETWORK_VERSION = "2024-05-01"
+ROLES_VERSION = "2022-04-01"
+# "Azure supports up to 4000 role assignments per subscription. This limit includes role
+# assignments at the subscription, resource group, and resource scopes, but not at the
+# management group scope ... The 4000 role assignments limit per subscription is fixed and cannot
+# be increased" (ROLES_DOC, read 2026-11-26); past it ARM answers RoleAssignmentLimitExceeded.
+ROLE_ASSIGNMENT_LIMIT = 4000
+ROLES_DOC = "https://learn.microsoft.com/azure/role-based-access-control/troubleshoot-limits"
 # "The RDMA network in Azure reserves the address space 172.16.0.0/16 ... make sure that the
 # virtual network address space does not overlap the RDMA network"
 # (learn.microsoft.com/azure/virtual-machines/setup-infiniband, read 2026-11-25): the whole
@@ -343,4 +352,70 @@ SUBNET = Validator(
     check_subnet,
     applies="clusters given subnet_id (skipped while it is an Output of the program)",
 )
-VALIDATORS = [QUOTA, IMAGE, SUBNET]
+
+
+def role_assignments_made(nodes: int, shared: bool, acr_pull: bool, backstop: bool) -> int:
+    """Role assignments the fleet makes (components/azure/fleet.py, backstop.py, pullaccess.py):
+    per node its NIC, VM and disk, the group's deallocate in the fleet's own group, AcrPull with
+    an ACR image; the Logic App backstop's on the group, or on each VM in a brought group."""
+    per_node = 3 + (0 if shared else 1) + (1 if acr_pull else 0)
+    return nodes * per_node + ((nodes if shared else 1) if backstop else 0)
+
+
+def check_role_assignments(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The subscription's role assignments (at, and below, its scope: those above it, of a
+    management group, do not count) plus the fleet's stay within Azure's fixed 4000. A re-apply
+    counts the cluster's own again: high, never low."""
+    subscription, get = _arm()
+    scope = f"/subscriptions/{subscription}"
+    url = (
+        f"{ARM}{scope}/providers/Microsoft.Authorization/roleAssignments"
+        f"?api-version={ROLES_VERSION}"
+    )
+    try:
+        found = _pages(get, url, "for the subscription's role assignments")
+    except urllib.error.HTTPError as e:
+        if e.code == 403:
+            raise Unanswered(
+                "the credentials may not list role assignments (Microsoft.Authorization/"
+                "roleAssignments/read, which Reader holds)"
+            ) from None
+        raise GpufleetError(
+            f"could not ask Azure for the role assignments of {scope}: HTTP {e.code}",
+            hint="check the provider's credentials, then run again; nothing was created",
+        ) from e
+    here = scope.lower()
+    used = 0
+    for a in found:
+        at = str((a.get("properties") or {}).get("scope") or "").lower()
+        used += at == here or at.startswith(here + "/")
+    registry = acr_registry_id(spec)
+    pull_here = registry is not None and registry.split("/")[2].lower() == subscription.lower()
+    shared = brought().resource_group_name is not None
+    backstop = not fires_first_after_expiry(spec.ttl_minutes)
+    need = role_assignments_made(spec.nodes, shared, pull_here, backstop)
+    if used + need > ROLE_ASSIGNMENT_LIMIT:
+        room = ROLE_ASSIGNMENT_LIMIT - used
+        raise refuse(
+            ROLE_ASSIGNMENTS,
+            f"subscription {subscription} holds {used} role assignments and the cluster makes "
+            f"{need} more ({spec.nodes} nodes); Azure allows {ROLE_ASSIGNMENT_LIMIT} per "
+            "subscription, fixed, and would answer RoleAssignmentLimitExceeded after the "
+            "network and identities exist",
+            f"delete role assignments no longer used (`az role assignment list --all`), assign "
+            f"roles to groups rather than to each principal ({ROLES_DOC}), use another "
+            f"subscription, or fewer nodes (room for {max(room, 0)} assignments)",
+        )
+    return (
+        f"{used} of {ROLE_ASSIGNMENT_LIMIT} role assignments in the subscription, the cluster "
+        f"makes {need}"
+    )
+
+
+ROLE_ASSIGNMENTS = Validator(
+    "azure",
+    "the subscription's role assignments have room for the fleet's",
+    f"ARM Role Assignments - List For Scope (the subscription, api-version {ROLES_VERSION})",
+    check_role_assignments,
+)
+VALIDATORS = [QUOTA, IMAGE, SUBNET, ROLE_ASSIGNMENTS]

@@ -492,3 +492,68 @@ def test_an_on_demand_capacity_reservation_is_skipped_with_the_reason():
     fleet = build("aws-p5", with_block(account(), missing=True), **spec)
     (r,) = [c for c in fleet.checks if "reservation" in c.fact]
     assert r.status == "skipped" and "no data source" in r.detail
+
+
+# EC2 user guide, "Restrictions for Amazon EC2 launch templates" (https://docs.aws.amazon.com/
+# AWSEC2/latest/UserGuide/launch-template-restrictions.html, read 2026-11-26): "Each AWS account
+# can have up to a maximum of 5,000 launch templates per Region and up to 10,000 versions per
+# launch template."
+SOURCE_LAUNCH_TEMPLATES = 5000
+# Resource Groups Tagging API GetResources, as pulumi_aws 7 invokes it
+# (resourcegroupstaggingapi/get_resources.py): resourceTypeFilters "service:resourceType", the
+# answer's resourceTagMappingLists one entry per resource (resourceArn, tags).
+TAGGED = "aws:resourcegroupstaggingapi/getResources:getResources"
+TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
+TEMPLATES_FACT = "the region's launch templates have room for one per node"
+
+
+def with_templates(acc: FakeAccount, count: int, asked: list[dict[str, Any]]) -> FakeAccount:
+    def tagged(args: dict[str, Any]) -> dict[str, Any]:
+        asked.append(args)
+        arns = [f"arn:aws:ec2:{args['region']}:123456789012:launch-template/lt-{i:017x}"
+                for i in range(count)]  # fmt: skip
+        return {"id": "r", "resourceTagMappingLists": [{"resourceArn": a} for a in arns]}
+
+    acc.invokes[TAGGED] = tagged
+    return acc
+
+
+def test_launch_templates_past_the_regions_maximum_are_refused_naming_count_and_fix():
+    """One template per node: at 512 nodes a region with 4,489 others is full, and EC2 would
+    refuse CreateLaunchTemplate after the VPC exists. The fleet's count is what its plan
+    registers."""
+    asked: list[dict[str, Any]] = []
+    fleet, plan = build_plan("aws-p4d", with_templates(account(), 0, asked))
+    made = len(plan.of_type(TEMPLATE_TYPE))
+    (passed,) = [c for c in fleet.checks if c.fact == TEMPLATES_FACT]
+    assert passed.status == "passed" and passed.detail.endswith(f"the cluster makes {made}")
+    assert asked[0]["resourceTypeFilters"] == ["ec2:launch-template"]
+    assert asked[0]["region"] == "us-east-1"
+
+    used = SOURCE_LAUNCH_TEMPLATES - made + 1
+    err = refusal("aws-p4d", with_templates(account(), used, []))
+    assert err.fact == TEMPLATES_FACT and f"at least {used} launch templates" in err.problem
+    assert f"makes {made} more" in err.problem
+    assert f"{SOURCE_LAUNCH_TEMPLATES} per Region" in err.problem
+    assert "aws ec2 delete-launch-template" in err.fix and "another region" in err.fix
+    assert f"room for {made - 1}" in err.fix
+
+
+def test_launch_templates_up_to_the_maximum_pass():
+    fleet = build("aws-p4d", with_templates(account(), SOURCE_LAUNCH_TEMPLATES - 2, []))
+    (check,) = [c for c in fleet.checks if c.fact == TEMPLATES_FACT]
+    assert check.status == "passed"
+    assert check.detail.startswith(f"at least {SOURCE_LAUNCH_TEMPLATES - 2} of ")
+
+
+def test_launch_templates_that_cannot_be_listed_are_skipped_with_the_reason():
+    acc = account()
+
+    def denied(args: dict[str, Any]) -> Any:
+        # a failed invoke, as pulumi's mocks return one: (outputs, [(property, reason)])
+        return {}, [("resourceTypeFilters", "AccessDeniedException: tag:GetResources")]
+
+    acc.invokes[TAGGED] = denied
+    fleet = build("aws-p4d", acc)
+    (check,) = [c for c in fleet.checks if c.fact == TEMPLATES_FACT]
+    assert check.status == "skipped" and "tag:GetResources" in check.detail

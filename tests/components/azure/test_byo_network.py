@@ -98,6 +98,8 @@ def image_account() -> FakeAccount:
         assert f"/subscriptions/{SUB}/" in url, url  # the explicit provider's subscription
         if "/artifacttypes/vmimage/" in url:
             return {"name": "v", "properties": {"hyperVGeneration": "V2"}}
+        if "/Microsoft.Authorization/roleAssignments?" in url:
+            return {"value": []}
         raise AssertionError(url)
 
     return FakeAccount(arm=arm)
@@ -246,7 +248,7 @@ def vnet_answer(
             }
         if "/artifacttypes/vmimage/" in url:
             return {"name": "v", "properties": {"hyperVGeneration": "V2"}}
-        if "/usages" in url or "/virtualMachines" in url:
+        if "/usages" in url or "/virtualMachines" in url or "/roleAssignments?" in url:
             return {"value": []}
         raise AssertionError(url)
 
@@ -282,6 +284,13 @@ def test_a_plain_subnet_id_stays_in_the_spec_and_is_checked():
     assert check.status == "passed" and "gpu in mine (westus3)" in check.detail
     assert "no NAT gateway" in check.detail
     assert not p.of_type("azure-native:network:VirtualNetwork")
+    # In a brought group the role count differs (no group-wide roles, the backstop's per VM):
+    # what the check counts is what the plan registers.
+    made = len(p.of_type("azure-native:authorization:RoleAssignment"))
+    roles = {c.fact: c for c in built[0].checks}[
+        "the subscription's role assignments have room for the fleet's"
+    ]
+    assert roles.status == "passed" and roles.detail.endswith(f"the cluster makes {made}")
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,40 @@ IMAGE_PATH = (
     "artifacttypes/vmimage/offers/{o}/skus/{k}/versions/{v}"
 )
 VM_TYPE = "azure-native:compute:VirtualMachine"
+# Read 2026-11-26. Troubleshoot Azure RBAC limits (https://learn.microsoft.com/en-us/azure/
+# role-based-access-control/troubleshoot-limits): "Azure supports up to 4000 role assignments per
+# subscription. This limit includes role assignments at the subscription, resource group, and
+# resource scopes, but not at the management group scope." "The 4000 role assignments limit per
+# subscription is fixed and cannot be increased." The error: "No more role assignments can be
+# created (code: RoleAssignmentLimitExceeded)".
+SOURCE_ROLE_LIMIT = 4000
+SOURCE_ROLE_ERROR = "RoleAssignmentLimitExceeded"
+# Role Assignments - List For Scope (https://learn.microsoft.com/en-us/rest/api/authorization/
+# role-assignments/list-for-scope, read 2026-11-26): GET https://management.azure.com/{scope}/
+# providers/Microsoft.Authorization/roleAssignments?api-version=2022-04-01, without $filter the
+# assignments at, above and below the scope; each value has properties.scope; paged by nextLink.
+ROLES_PATH = "/subscriptions/{s}/providers/Microsoft.Authorization/roleAssignments"
+ROLES_VERSION = "2022-04-01"
+MANAGEMENT_GROUP = "/providers/Microsoft.Management/managementGroups/corp"
+
+
+def role_assignments(url: str, count: int, above: int = 0, page: int = 1000) -> dict | None:
+    """ARM's answer to the subscription's role assignments: `count` at or below it, `above` at a
+    management group (listed, not counted), `page` a page; None for another URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.path != ROLES_PATH.format(s=SUB):
+        return None
+    query = urllib.parse.parse_qs(parts.query)
+    assert query["api-version"] == [ROLES_VERSION] and "$filter" not in query
+    scopes = [MANAGEMENT_GROUP] * above + [
+        f"/subscriptions/{SUB}" + ("" if i % 3 == 0 else f"/resourceGroups/g{i % 7}")
+        for i in range(count)
+    ]
+    start = int(query.get("$skipToken", ["0"])[0])
+    value = [{"properties": {"scope": sc}} for sc in scopes[start : start + page]]
+    more = start + page < len(scopes)
+    link = f"https://management.azure.com{parts.path}?api-version={ROLES_VERSION}"
+    return {"value": value, **({"nextLink": f"{link}&$skipToken={start + page}"} if more else {})}
 
 
 def usage(name: str, label: str, limit: int, used: int = 0) -> dict:
@@ -65,6 +99,7 @@ def account(
     spot: int = 0,
     own: tuple[tuple[str, str], ...] = (),
     generation: str = "V2",
+    roles: int = 0,
 ):
     """A fake ARM; `own`: (size, priority) of VMs already in the cluster's tagged group, which
     the usages count too."""
@@ -73,6 +108,9 @@ def account(
 
     def arm(url: str) -> dict:
         asked.append(url)
+        listed = role_assignments(url, roles, above=5)
+        if listed is not None:
+            return listed
         parts = urllib.parse.urlsplit(url)
         path = parts.path
         if path == GROUPS_PATH.format(s=SUB):
@@ -237,7 +275,7 @@ def test_an_image_version_that_exists_passes():
 
 def test_offline_every_check_is_skipped_with_the_reason():
     built, _ = run("azure-nd-a100", None)  # type: ignore[arg-type]
-    assert [c.status for c in built[0].checks] == ["skipped", "skipped", "skipped"]
+    assert [c.status for c in built[0].checks] == ["skipped"] * 4
 
 
 def test_an_image_that_declares_no_trusted_launch_is_refused_where_the_size_pins_it():
@@ -271,3 +309,54 @@ def test_a_generation_1_image_is_refused_where_the_size_pins_trusted_launch():
     acct, _ = account(family_limit=192, generation=TRUSTED_LAUNCH_GENERATION)
     built, _ = run("azure-nd-h100", acct)
     assert {c.status for c in built[0].checks} == {"passed"}
+
+
+ROLE_TYPE = "azure-native:authorization:RoleAssignment"
+ROLES_FACT = "the subscription's role assignments have room for the fleet's"
+
+
+def test_role_assignments_past_the_subscriptions_fixed_limit_are_refused():
+    """ARM would answer RoleAssignmentLimitExceeded at a node's assignment, after the group,
+    network and identities exist. The fleet's own count is what its plan registers; the
+    management group's assignments are listed too and do not count."""
+    acct, _ = account(family_limit=192)
+    built, plan = run("azure-nd-a100", acct)
+    made = len(plan.of_type(ROLE_TYPE))
+    passed = {c.fact: c for c in built[0].checks}[ROLES_FACT]
+    assert passed.status == "passed" and passed.detail.endswith(f"makes {made}")
+
+    used = SOURCE_ROLE_LIMIT - made + 1  # over several pages of the list
+    acct, asked = account(family_limit=192, roles=used)
+    err = refusal("azure-nd-a100", acct)
+    assert err.fact == ROLES_FACT and SOURCE_ROLE_ERROR in err.problem
+    assert f"holds {used} role assignments" in err.problem and f"makes {made} more" in err.problem
+    assert f"{SOURCE_ROLE_LIMIT} per subscription, fixed" in err.problem
+    assert "az role assignment list" in err.fix and "another subscription" in err.fix
+    assert "troubleshoot-limits" in err.fix and f"room for {made - 1}" in err.fix
+    pages = [u for u in asked if urllib.parse.urlsplit(u).path == ROLES_PATH.format(s=SUB)]
+    assert len(pages) == (used + 5 + 999) // 1000
+
+
+def test_role_assignments_up_to_the_limit_pass():
+    acct, _ = account(family_limit=192)
+    _, plan = run("azure-nd-a100", acct)
+    made = len(plan.of_type(ROLE_TYPE))
+    acct, _ = account(family_limit=192, roles=SOURCE_ROLE_LIMIT - made)
+    built, _ = run("azure-nd-a100", acct)
+    roles = {c.fact: c for c in built[0].checks}[ROLES_FACT]
+    assert roles.status == "passed"
+    assert roles.detail.startswith(f"{SOURCE_ROLE_LIMIT - made} of {SOURCE_ROLE_LIMIT} ")
+
+
+def test_role_assignments_that_may_not_be_listed_are_skipped_with_the_reason():
+    acct, _ = account(family_limit=192)
+    full = acct.arm
+
+    def arm(url: str) -> dict:
+        if "/Microsoft.Authorization/roleAssignments" in url:
+            raise urllib.error.HTTPError(url, 403, "Forbidden", None, None)  # type: ignore[arg-type]
+        return full(url)  # type: ignore[misc]
+
+    built, _ = run("azure-nd-a100", FakeAccount(arm=arm))
+    roles = {c.fact: c for c in built[0].checks}[ROLES_FACT]
+    assert roles.status == "skipped" and "roleAssignments/read" in roles.detail
