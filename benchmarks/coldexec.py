@@ -77,6 +77,7 @@ def main() -> int:
             if p.returncode not in (0, 4):  # 4: a node unreachable, what is counted here
                 raise SystemExit(f"exec exited {p.returncode}: {p.stderr[-2000:]}")
             failed = [ln for ln in p.stderr.splitlines() if ln.startswith("gpufleet: node-")]
+            summary = [ln for ln in p.stderr.splitlines() if "failed on " in ln]
             runs.append(
                 {
                     "run": i + 1,
@@ -84,14 +85,16 @@ def main() -> int:
                     "wall_s": round(wall, 3),
                     "failed_nodes": len(failed),
                     "first": failed[0] if failed else None,
+                    "summary": summary[-1] if summary else None,
                     "traceback": "Traceback" in p.stderr + p.stdout,
+                    "stderr_tail": p.stderr[-1500:] if p.returncode else "",
                 }
             )
             r = runs[-1]
             print(
                 f"run {r['run']:>2}: exit {r['exit']} {r['wall_s']:.2f}s "
                 f"failed nodes {r['failed_nodes']}{' TRACEBACK' if r['traceback'] else ''}"
-                + (f"  ({r['first']})" if r["first"] else ""),
+                + (f"  ({r['summary']}; {r['first']})" if r["exit"] else ""),
                 flush=True,
             )
         drops = dropped(home, name)

@@ -5,7 +5,7 @@ node, next to pdsh and parallel rsync, and a projection to 1,000 nodes.
 For each repetition, for each N (the order interleaves N, and every N sees the same
 machine state as often), one sandbox cluster lives through, in this order:
   up             `gpufleet up --nodes N` (sshds started, every node reached, host keys rotated)
-  exec-cold      `exec -- hostname` with GPUFLEET_HOLDER=0: a new connection to every node
+  exec-cold      `exec --no-tree -- hostname`, GPUFLEET_HOLDER=0: a new connection to every node
   pdsh           `pdsh -R ssh -f N` through `gpufleet ssh-config` (workers via the head)
   exec-warm      through the connection holder (started and connected before timing)
   tree-first     `exec --tree`, the first: the head opens its connection to every worker
@@ -152,7 +152,7 @@ def lifecycle(name: str, n: int, src: Path, home: Path, env: dict, rec) -> None:
     cfg = state.cluster_dir(name) / "ssh_config"
     hosts = home / f"{name}.hosts"
     hosts.write_text("".join(f"{name}-{x.name}\n" for x in info.nodes))
-    step("exec-cold", f"{g} exec {name} -- hostname", n, cold, kept=False)
+    step("exec-cold", f"{g} exec {name} --no-tree -- hostname", n, cold, kept=False)
     step(
         "pdsh",
         f'PDSH_SSH_ARGS_APPEND="-F {cfg}" pdsh -R ssh -f {n} -w ^{hosts} hostname',
