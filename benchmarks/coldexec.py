@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument(
         "--tree",
         action="store_true",
-        help="exec's default path (the head's fan-out from 64 nodes); else --no-tree: every "
+        help="exec --tree (the head's fan-out); else --no-tree (the default path): every "
         "worker tunnelled through the client's one head connection, where the drop was",
     )
     ap.add_argument("--json", type=Path, help="write the runs here")
@@ -67,7 +67,7 @@ def main() -> int:
         for i in range(a.runs):
             t0 = time.perf_counter()
             p = subprocess.run(
-                [*cli, "exec", name, *([] if a.tree else ["--no-tree"]), "--", "true"],
+                [*cli, "exec", name, "--tree" if a.tree else "--no-tree", "--", "true"],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -100,7 +100,7 @@ def main() -> int:
         drops = dropped(home, name)
     bad = [r for r in runs if r["exit"] != 0]
     print(
-        f"\n{'unfixed' if a.unfixed else 'gpufleet'}{' (default path)' if a.tree else ''}: "
+        f"\n{'unfixed' if a.unfixed else 'gpufleet'}{' --tree' if a.tree else ''}: "
         f"{a.runs} cold execs on {a.nodes} nodes: "
         f"{len(bad)} failed, {sum(r['traceback'] for r in runs)} with a traceback; "
         f"sshd dropped {len(drops)} connections"

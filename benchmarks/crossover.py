@@ -8,8 +8,8 @@ OpenSSH masters it keeps, which are reparented away from it, all read from /proc
   warm        through the cluster's connection holder (started before timing)
   tree-cold   --tree with no kept connection: neither ours to the head nor the head's to workers
   tree-warm   --tree over both kept connections
-One warm-up, then R runs of each, interleaved; medians. The crossover N of
-jobs/exec.TREE_FROM is chosen from these figures (docs/benchmarks.md).
+One warm-up, then R runs of each, interleaved; medians. Why the tree is not the default
+(remote/tree.TREE_FROM is 0, GPUFLEET_TREE_FROM sets one): docs/benchmarks.md#tree-crossover.
 
     .venv/bin/python benchmarks/crossover.py -n 8 16 32 -r 3
 """

@@ -1,7 +1,10 @@
 """Pulumi program: this stack's config -> ClusterSpec -> GpuFleet -> the contract's exports."""
 
+import gc
+
 import pulumi
 
+from gpufleet.components.preview import PROGRAM_GC_THRESHOLD
 from gpufleet.components.registry import REGION_KEYS
 from gpufleet.components.stackconfig import (
     CONFIG_KEY,
@@ -11,6 +14,9 @@ from gpufleet.components.stackconfig import (
     spec_from_config,
 )
 
+# This process is the program: its Outputs live until it ends (components/preview.py, the figures
+# in docs/benchmarks.md "Plan at the maxima").
+gc.set_threshold(*PROGRAM_GC_THRESHOLD)
 config = {
     f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": pulumi.Config(CONFIG_NAMESPACE).require_object(CONFIG_KEY)
 }

@@ -243,9 +243,12 @@ def _thread_errors(debug: bool) -> None:
     import threading
 
     def hook(a: threading.ExceptHookArgs) -> None:
-        if a.exc_type is SystemExit or issubclass(a.exc_type, (EOFError, OSError)):
+        if a.exc_type is SystemExit:
             return
-        if a.exc_type.__module__.startswith("paramiko"):
+        dropped = issubclass(a.exc_type, (EOFError, OSError)) or a.exc_type.__module__.startswith(
+            "paramiko"
+        )
+        if dropped and type(a.thread).__module__.startswith("paramiko"):
             return
         who = a.thread.name if a.thread else "a thread"
         _say(f"gpufleet: {who}: {a.exc_type.__name__}: {a.exc_value}"[:500])

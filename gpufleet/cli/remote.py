@@ -9,7 +9,6 @@ import typer
 
 from gpufleet.cli import completers
 from gpufleet.cli import options as opt
-from gpufleet.remote.tree import TREE_FROM
 
 
 def exec_(
@@ -33,8 +32,8 @@ def exec_(
         typer.Option(
             "--tree/--no-tree",
             help="reach the head only; it runs the fan-out to workers (default: from "
-            f"{TREE_FROM} nodes on when no holder is warm, unless --timeout or --image) / "
-            "reach every node from here",
+            "GPUFLEET_TREE_FROM nodes on when set and no holder is warm, unless --timeout or "
+            "--image) / reach every node from here",
             show_default=False,
         ),
     ] = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+import sys
 
 from gpufleet.core.errors import ClientLimit
 
@@ -43,7 +44,8 @@ def ensure(nodes: int, commands: int = 1) -> None:
     hard ones where they are too low; ClientLimit, before anything starts, when even those are."""
     fds, threads = fds_needed(nodes, commands), threads_needed(nodes, commands)
     _ensure(resource.RLIMIT_NOFILE, "open files (RLIMIT_NOFILE)", nodes, fds, FDS_FIX + TREE)
-    _ensure(resource.RLIMIT_NPROC, "threads (RLIMIT_NPROC)", nodes, threads, THREADS_FIX + TREE)
+    if sys.platform.startswith("linux"):  # Linux counts threads in it; macOS, processes only
+        _ensure(resource.RLIMIT_NPROC, "threads (RLIMIT_NPROC)", nodes, threads, THREADS_FIX + TREE)
 
 
 def _ensure(which: int, label: str, nodes: int, need: int, fix: str) -> None:
@@ -52,8 +54,8 @@ def _ensure(which: int, label: str, nodes: int, need: int, fix: str) -> None:
         return
     if hard != resource.RLIM_INFINITY and need > hard:
         raise ClientLimit(label, nodes, need, hard, fix)
-    # To the hard limit; where that is unlimited (macOS), to what is needed: a soft limit
-    # above the kernel's own maximum is refused there.
+    # To the hard limit (the figures per node are measured, not bounds); where that is
+    # unlimited (macOS), to what is needed: a soft limit above the kernel's maximum is refused.
     for target in (hard, need):
         try:
             resource.setrlimit(which, (target, hard))

@@ -608,13 +608,16 @@ class PulumiProvisioner:
         stack.refresh(target=urns, on_output=_progress_lines(progress), color="never")
         after = (stack.export_stack().deployment or {}).get("resources") or []
         present = {str(r.get("urn")) for r in after if r.get("urn") and not r.get("delete")}
-        return stack.up(
-            on_output=_progress_lines(progress),
-            color="never",
-            replace=[u for u in again if u in present],
-            target=urns,
-            **packs,
-        )
+        from gpufleet.components.preview import fewer_collections
+
+        with fewer_collections():  # the program runs in this process (the Automation API)
+            return stack.up(
+                on_output=_progress_lines(progress),
+                color="never",
+                replace=[u for u in again if u in present],
+                target=urns,
+                **packs,
+            )
 
     def status(self, info: ClusterInfo) -> dict[str, str]:
         """Each node's instance as its cloud provider reads it now (`pulumi refresh
@@ -967,8 +970,14 @@ def _up_with_packs(stack: Any, progress: Progress, packs: dict[str, Any]) -> Any
     """stack.up with the policy pack arguments; their config files are removed after, whatever
     the outcome. refresh first: over a stack whose nodes removed themselves at expiry, the
     program then sees them gone."""
+    from gpufleet.components.preview import fewer_collections
+
     try:
-        return stack.up(on_output=_progress_lines(progress), color="never", refresh=True, **packs)
+        # The program runs in this process (the Automation API): its Outputs live until the end.
+        with fewer_collections():
+            return stack.up(
+                on_output=_progress_lines(progress), color="never", refresh=True, **packs
+            )
     finally:
         for path in packs.get("policy_pack_configs", []):
             Path(path).unlink(missing_ok=True)

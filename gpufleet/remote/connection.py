@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import paramiko
@@ -45,17 +46,33 @@ def send_eof(chan: paramiko.Channel) -> None:
     command that ends at once (`true`) lets the transport thread answer the server's CLOSE
     in between, the EOF follows our CLOSE, and OpenSSH drops the whole connection ("ieof
     packet referred to nonexistent channel"): the head's, with every worker tunnelled in it.
-    Here the EOF is built and sent under the lock, so the CLOSE waits for it. Not inside a
-    key exchange: the transport thread may need the lock to finish one (a window adjust).
+    Here the EOF is built and sent under the lock, so the CLOSE waits for it. First, as
+    paramiko's _send_user_message does, the transport's clear-to-send lock is taken once no key
+    exchange is under way, and held: none can start before the EOF is out, since the transport
+    thread may need the channel's lock to finish one (a window adjust) and could not while the
+    EOF waited for it. paramiko never takes that lock while holding a channel's.
     """
     t = chan.transport
     if t is None:
         return
-    t.clear_to_send.wait(t.clear_to_send_timeout)
-    with chan.lock:
-        m = chan._send_eof()
-        if m is not None:
-            t._send_user_message(m)
+    deadline = time.monotonic() + t.clear_to_send_timeout
+    while True:
+        t.clear_to_send.wait(0.1)
+        if not t.active:
+            return  # the connection is gone: nothing to send on
+        t.clear_to_send_lock.acquire()
+        if t.clear_to_send.is_set():
+            break
+        t.clear_to_send_lock.release()
+        if time.monotonic() > deadline:
+            raise paramiko.SSHException("Key-exchange timed out waiting for key negotiation")
+    try:
+        with chan.lock:
+            m = chan._send_eof()
+            if m is not None:
+                t._send_message(m)
+    finally:
+        t.clear_to_send_lock.release()
 
 
 class Tunnel:
@@ -120,24 +137,33 @@ def open_transport(
     pinned: dict[str, dict[str, set[str]]],
     timeout: float,
     via: paramiko.Transport | None = None,
+    stop: threading.Event | None = None,
 ) -> paramiko.Transport:
     """Connect (through `via` when given), check the host key against known_hosts,
-    authenticate with the cluster key; at most HANDSHAKES_AT_ONCE at a time (the wait for
-    a turn is not counted in `timeout`)."""
-    with _handshakes:
-        return _open_transport(node, user=user, pkey=pkey, pinned=pinned, timeout=timeout, via=via)
+    authenticate with the cluster key. The handshake waits for one of HANDSHAKES_AT_ONCE
+    turns (not counted in `timeout`; the connection is made first, so a node that does not
+    answer holds no turn); `stop` set ends the wait (EOFError)."""
+    sock, entry = open_socket(node, via, timeout)
+    while not _handshakes.acquire(timeout=0.2):
+        if stop is not None and stop.is_set():
+            sock.close()
+            raise EOFError("group closed")
+    try:
+        return _handshake(node, sock, entry, user=user, pkey=pkey, pinned=pinned, timeout=timeout)
+    finally:
+        _handshakes.release()
 
 
-def _open_transport(
+def _handshake(
     node: NodeInfo,
+    sock: Any,
+    entry: str,
     *,
     user: str,
     pkey: paramiko.PKey,
     pinned: dict[str, dict[str, set[str]]],
     timeout: float,
-    via: paramiko.Transport | None,
 ) -> paramiko.Transport:
-    sock, entry = open_socket(node, via, timeout)
     transport = paramiko.Transport(sock)
     try:
         want = pinned.get(entry, {})

@@ -128,6 +128,7 @@ class Group:
                 pinned=pinned,
                 timeout=self.connect_timeout,
                 via=via,
+                stop=self._stop,
             )
             t.set_keepalive(KEEPALIVE_S)
             with self._tlock:

@@ -2,9 +2,9 @@
 
 For clusters of hundreds of nodes this machine's work no longer grows with N (one SSH
 connection, kept between commands); the head opens and keeps one OpenSSH connection per
-worker. `exec` takes it past jobs/exec.TREE_FROM nodes, the lease and hard expiry too
-(on_every_node). A node's stderr arrives merged into its stdout; Ctrl-C stops the command
-on every node (stop_command), a timeout (the lease's) only the fan-out.
+worker. `exec --tree` takes it, and from GPUFLEET_TREE_FROM nodes on (when set) exec, the lease
+and hard expiry by default (on_every_node). A node's stderr arrives merged into its stdout;
+Ctrl-C stops the command on every node (stop_command), a timeout (the lease's) only the fan-out.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from gpufleet.core.state import ClusterRecord
 
 MARK = "__GPUFLEET_TREE__ "
+STARTED = "__GPUFLEET_TREE_STARTED__"  # the head is about to start the command on any node
 MARKER = "GPUFLEET_TREE_ID"  # in the environment of a tree run's processes (stop_command)
 # From this many nodes, exec (with no warm holder, unless --no-tree, --timeout or --image), the
-# lease and the hard expiry go through the head: benchmarks/crossover.py, figures and why 64 in
-# docs/benchmarks.md#tree-crossover.
-TREE_FROM = 64
+# lease and the hard expiry go through the head; 0: never by default. The direct path holds at
+# 1,000 sandbox nodes and wins on wall time at every N measured, and the tree's results differ
+# (stderr in stdout, an unreachable worker as exit 255): opt-in, docs/benchmarks.md#tree-crossover.
+TREE_FROM = 0
 
 
 def tree_from() -> int:
@@ -55,7 +57,8 @@ LINE_SED = [
 
 
 class TreeFailed(GpufleetError):
-    """The head's fan-out gave no node's exit status; `started`: it had printed output."""
+    """The head's fan-out gave no node's exit status; `started`: it may have started the
+    command somewhere (it said it was about to), so running it another way could run it twice."""
 
     def __init__(self, head: str, why: str, started: bool):
         super().__init__(
@@ -69,13 +72,15 @@ def tree_script(
     info: ClusterRecord,
     command: str,
     nodes: list[str],
-    parallel: int = 256,
+    parallel: int | None = None,
     in_workdir: bool = True,
     exec_id: str = "0",
 ) -> str:
     """sh for the head's workdir: `command` on itself and on each worker, lines prefixed
     `[node-K] `, each node's last line `MARK<exit code>`. in_workdir=False: workers run it
     where they log in (the lease's write needs no workdir, which may not exist yet).
+    parallel: workers at once, every one by default: a command that waits for the others (a
+    job's rendezvous) would never end on the first N while the rest queued behind them.
 
     Every process of it but the head's OpenSSH clients (whose kept connections outlive it) has
     MARKER=exec_id in its environment, for stop_command after a Ctrl-C: the sessions run over
@@ -99,12 +104,13 @@ def tree_script(
         f"GF_RCMD={shlex.quote(marked)}",
         f"{MARKER}={exec_id}",
         f"export GF_CMD GF_RCMD {MARKER}",
+        f"echo {STARTED}",
     ]
     if info.nodes[0].name in nodes:
         lines.append(local)
     if rows:
         lines += [
-            f"xargs -P {parallel} -L 1 sh -c {shlex.quote(one)} sh <<'EOF'",
+            f"xargs -P {parallel or len(rows)} -L 1 sh -c {shlex.quote(one)} sh <<'EOF'",
             *rows,
             "EOF",
         ]
@@ -215,12 +221,15 @@ def run_tree(
         timer.daemon = True
         timer.start()
     collect = _Collector(stream)
-    seen = False
+    started = False
     try:
         # The stream carries stdout only: a line may have been split on a chunk edge otherwise.
         for raw in proc.stdout:
-            seen = True
-            collect.feed(raw.decode(errors="replace").rstrip("\n"))
+            line = raw.decode(errors="replace").rstrip("\n")
+            if line == STARTED:
+                started = True
+            else:
+                collect.feed(line)
         err = relay.stderr_text(proc)
     except BaseException:
         proc.kill()
@@ -231,8 +240,9 @@ def run_tree(
         raise
     finally:
         timer.cancel()
-    if proc.wait() != 0 and not collect.codes and not fired.is_set():
-        raise TreeFailed(info.nodes[0].name, err.strip()[-500:], seen)
+    if proc.wait() != 0 and not collect.codes and (not fired.is_set() or not started):
+        why = err.strip()[-500:] or "the connection to the head closed"
+        raise TreeFailed(info.nodes[0].name, why, started)
     results = collect.results(names)
     if fired.is_set():
         for r in results.values():

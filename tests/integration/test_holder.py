@@ -1,6 +1,7 @@
 """Warm and tree exec on a real sandbox: a warm exec opens no SSH connection, keeps exit
 codes, timeouts and Ctrl-C, and its holder goes away with `down`; a tree exec reaches
-every node through the head, by default from GPUFLEET_TREE_FROM nodes on, the lease too."""
+every node through the head, by default from GPUFLEET_TREE_FROM nodes on when set, the lease
+too."""
 
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ def test_an_eof_error_on_the_fast_exec_path_says_why(recorded_cluster, monkeypat
 
 def test_an_error_no_thread_caught_prints_no_traceback(monkeypatch, capfd):
     """paramiko's transport threads can raise as a connection drops under them (EOFError from
-    a tunnel's close): nothing then, as each node's result says it; anything else is one line.
+    a tunnel's close): nothing then, as each node's result says it; anything else, or in another
+    thread, is one line.
     --debug keeps Python's hook, and its traceback."""
     import threading
 
@@ -85,12 +86,25 @@ def test_an_error_no_thread_caught_prints_no_traceback(monkeypatch, capfd):
     assert threading.excepthook is before
     _thread_errors(False)
 
+    class Transport(threading.Thread):  # as paramiko.Transport is a Thread
+        pass
+
+    Transport.__module__ = paramiko.Transport.__module__
+
     def boom(e: BaseException) -> None:
         raise e
 
-    for e in (EOFError(), paramiko.SSHException("x"), ValueError("bad value")):
-        t = threading.Thread(target=boom, args=(e,), name="worker")
+    for kind, e in (
+        (Transport, EOFError()),
+        (Transport, paramiko.SSHException("x")),
+        (Transport, ValueError("a paramiko bug")),
+        (threading.Thread, PermissionError("lease file")),
+    ):
+        t = kind(target=boom, args=(e,), name="worker")
         t.start()
         t.join()
     err = capfd.readouterr().err
-    assert err.splitlines() == ["gpufleet: worker: ValueError: bad value"]
+    assert err.splitlines() == [
+        "gpufleet: worker: ValueError: a paramiko bug",
+        "gpufleet: worker: PermissionError: lease file",
+    ]

@@ -26,7 +26,9 @@ def test_tree_as_asked_else_from_tree_from_nodes_unless_timeout_or_image(monkeyp
 
     monkeypatch.delenv("GPUFLEET_TREE_FROM", raising=False)
     monkeypatch.setattr(tree.shutil, "which", lambda _p: "/usr/bin/ssh")
-    big, image = tree.TREE_FROM, object()
+    assert not choose_tree(None, 10_000, None, None)  # the direct path unless asked
+    monkeypatch.setenv("GPUFLEET_TREE_FROM", "64")
+    big, image = 64, object()
     assert not choose_tree(None, big - 1, None, None) and choose_tree(None, big, None, None)
     assert not choose_tree(None, big, 5.0, None)  # --timeout: the direct path, not refused
     assert not choose_tree(None, big, None, image)  # type: ignore[arg-type]

@@ -20,7 +20,9 @@ class RecordingTransport:
         self.sent: list[str] = []
         self.clear_to_send = threading.Event()
         self.clear_to_send.set()
+        self.clear_to_send_lock = threading.Lock()
         self.clear_to_send_timeout = 30.0
+        self.active = True
         self.eof_built = threading.Event()
 
     def get_log_channel(self) -> str:
@@ -33,13 +35,24 @@ class RecordingTransport:
         pass
 
     def _send_user_message(self, m: paramiko.Message) -> None:
-        kind = m.asbytes()[:1]
-        if kind == cMSG_CHANNEL_EOF:
+        """paramiko's way: the channel's lock released, then the clear-to-send lock taken."""
+        self._slow_eof(m)
+        with self.clear_to_send_lock:
+            self._record(m)
+
+    def _send_message(self, m: paramiko.Message) -> None:
+        """send_eof's way: under both locks."""
+        self._slow_eof(m)
+        self._record(m)
+
+    def _slow_eof(self, m: paramiko.Message) -> None:
+        if m.asbytes()[:1] == cMSG_CHANNEL_EOF:
             self.eof_built.set()
             time.sleep(0.3)
-            self.sent.append("EOF")
-        elif kind == cMSG_CHANNEL_CLOSE:
-            self.sent.append("CLOSE")
+
+    def _record(self, m: paramiko.Message) -> None:
+        kind = m.asbytes()[:1]
+        self.sent.append({cMSG_CHANNEL_EOF: "EOF", cMSG_CHANNEL_CLOSE: "CLOSE"}[kind])
 
 
 def _channel(t: RecordingTransport) -> paramiko.Channel:
@@ -83,14 +96,32 @@ def test_send_eof_after_the_close_sends_nothing():
     assert t.sent == ["EOF", "CLOSE"]
 
 
+def test_send_eof_waits_for_a_key_exchange_under_way_then_sends():
+    """During a key exchange nothing but its own messages may go out; the EOF waits for its end
+    without holding the channel's lock, which the transport thread may need to finish it."""
+    t = RecordingTransport()
+    chan = _channel(t)
+    t.clear_to_send.clear()  # a key exchange under way
+    writer = threading.Thread(target=send_eof, args=(chan,))
+    writer.start()
+    time.sleep(0.3)
+    assert t.sent == [] and chan.lock.acquire(timeout=1)  # the lock is free meanwhile
+    chan.lock.release()
+    t.clear_to_send.set()  # the exchange ends
+    writer.join(5)
+    assert t.sent == ["EOF"]
+
+
 class FakeChannel:
     def __init__(self) -> None:
         self.closed = False
         self.sent: list[bytes] = []
+        self.sending = threading.Event()
 
     def send(self, data: bytes) -> int:
         if self.closed:
             raise OSError("Socket is closed")
+        self.sending.set()
         time.sleep(0.2)  # a send on its way when the close comes
         self.sent.append(data)
         return len(data)
@@ -108,7 +139,7 @@ def test_a_tunnel_orders_a_send_before_its_close_and_never_raises_on_close():
     tunnel = Tunnel(chan)  # type: ignore[arg-type]
     sender = threading.Thread(target=tunnel.send, args=(b"data",))
     sender.start()
-    time.sleep(0.05)
+    assert chan.sending.wait(5)
     tunnel.close()  # waits for the send; the EOFError stays inside
     sender.join(5)
     assert chan.sent == [b"data"] and chan.closed

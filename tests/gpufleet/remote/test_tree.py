@@ -92,3 +92,28 @@ def test_each_line_is_written_whole_where_sed_can():
     )
     assert got.stdout == "sed -u\n"
     assert '| $SEDU "s/^/[$1] /"' in tree.tree_script(_info(), "true", ["node-1"])
+
+
+def test_every_worker_runs_at_once_so_a_rendezvous_on_hundreds_of_nodes_can_end():
+    """`xargs -P 256` held worker 257 on until one of the first 256 ended: a job's rendezvous on
+    260 nodes never would. Real xargs and sh run the script's fan-out line, each 'worker' waiting
+    for all 299 to have started (a barrier), with a bound on the wait."""
+    n = 260  # past the 256 of the old cap
+    info = _info()
+    one = info.nodes[1]
+    info.nodes = [info.nodes[0]] + [
+        type(one)(**{**vars(one), "name": f"node-{i}", "private_ip": f"10.0.{i // 250}.{i % 250}"})
+        for i in range(1, n)
+    ]
+    script = tree.tree_script(info, "true", [f"node-{i}" for i in range(1, n)])
+    fan_out = next(ln for ln in script.splitlines() if ln.startswith("xargs "))
+    assert fan_out.startswith(f"xargs -P {n - 1} ")
+    rows = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
+    barrier = (
+        'd=$(mktemp -d) && trap "rm -rf $d" EXIT && '
+        "xargs -P " + fan_out.split()[2] + ' -L 1 sh -c \'touch "$0/$1"; '
+        'i=0; while set -- "$0"/*; [ $# -lt ' + str(n - 1) + " ]; do "
+        'i=$((i+1)); [ $i -gt 300 ] && exit 1; sleep 0.2; done\' "$d"'
+    )
+    r = subprocess.run(["sh", "-c", barrier], input=rows, text=True, timeout=120)
+    assert r.returncode == 0
