@@ -47,30 +47,11 @@ from pathlib import Path
 
 from _fit import project
 from _sandbox import ROOT, bench_home, gf, timed
-from fanout import master_pid
+from fanout import master_pid, proc_cpu
 from sync import count_files, make_small
 
 # operation -> the tool it is compared with
 COMPARED = {"exec-cold": "pdsh", "sync-fresh": "rsync-fresh", "sync-same": "rsync-same"}
-
-
-def proc_cpu(pids: list[int]) -> float:
-    """user+sys seconds so far of these processes and their descendants, reaped ones included
-    (/proc, clock ticks); a pid that is gone counts 0."""
-    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, ticks)
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]))
-    tree, todo = set(), [p for p in pids if p in stats]
-    while todo:
-        p = todo.pop()
-        tree.add(p)
-        todo += [c for c, (pp, _) in stats.items() if pp == p and c not in tree]
-    return sum(stats[p][1] for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def kept_connections(name: str, env: dict) -> list[int]:
@@ -135,13 +116,13 @@ def lifecycle(name: str, n: int, src: Path, home: Path, env: dict, rec) -> None:
 
     def step(op: str, cmd: str, lines: int | None = None, e: dict = env, kept: bool = True):
         bg0 = kept_connections(name, env) if kept else []
-        c0 = proc_cpu(bg0)
+        c0 = proc_cpu(bg0, gone_ok=True)
         wall, cpu, out = timed(cmd, e, lines, timeout=1800)
         if kept:  # one started during the run (tree-first's master) counts whole
             bg1 = kept_connections(name, env)
             if gone := set(bg0) - set(bg1):
                 raise SystemExit(f"{op}: kept connections {sorted(gone)} exited during the run")
-            cpu += proc_cpu(bg1) - c0
+            cpu += proc_cpu(bg1, gone_ok=True) - c0
         rec(op, wall, cpu)
         return out
 
