@@ -56,7 +56,7 @@ def run_on_nodes(
         try:
             results = run_tree(info, cmd, nodes or None, stream)
         except TreeFailed as e:
-            if tree or e.started:  # asked for, or output already shown: not run twice
+            if tree or e.started:  # asked for, or the head may have started it: not run twice
                 raise
             if progress:
                 progress(f"{e.message}; reaching every node from here")

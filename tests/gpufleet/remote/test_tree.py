@@ -117,3 +117,14 @@ def test_every_worker_runs_at_once_so_a_rendezvous_on_hundreds_of_nodes_can_end(
     )
     r = subprocess.run(["sh", "-c", barrier], input=rows, text=True, timeout=120)
     assert r.returncode == 0
+
+
+def test_the_head_says_it_starts_before_it_starts_the_command_anywhere():
+    """A default tree that fails falls back to the direct path only while nothing can have run:
+    the head's STARTED line comes before the head's own command and before the fan-out."""
+    script = tree.tree_script(_info(), "true", ["node-0", "node-1", "node-2"])
+    lines = script.splitlines()
+    started = lines.index(f"echo {tree.STARTED}")
+    local = next(i for i, ln in enumerate(lines) if ln.startswith("{ sh -c"))
+    fan_out = next(i for i, ln in enumerate(lines) if ln.startswith("xargs "))
+    assert started < local < fan_out
